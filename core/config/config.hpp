@@ -1,0 +1,170 @@
+// sylvite::config: Salt's master and minion configuration files.
+// Reads CONFIG_DIR/master (or minion) plus CONFIG_DIR/master.d/*.conf (minion.d/*.conf)
+// in name order, later files overriding earlier ones key by key; env var overrides are
+// not supported. Option names and defaults are Salt's (salt/config/__init__.py, 3008).
+// Path options are re-rooted under root_dir exactly like Salt's prepend_root_dir().
+// Unknown options are kept in `raw` and otherwise ignored (Salt does the same).
+// A wrong type or bad value yields config_error naming the file, option and expectation.
+// yaml-cpp is used only inside this library. Thread-safety: plain values.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/util/result.hpp"
+#include "core/wire/value.hpp"
+
+namespace sylvite::config {
+
+struct config_error {
+  std::string file;      // file that held the bad option ("" if a default/derived value)
+  std::string option;    // option name
+  std::string expected;  // e.g. "an integer between 1 and 65535"
+  std::string message;   // full human-readable line: "<file>: option '<opt>': expected <expected>, got <what>"
+};
+
+template <class T>
+using config_result = boost::system::result<T, config_error>;
+
+using roots_map = std::map<std::string, std::vector<std::string>>;  // saltenv -> dirs
+
+struct master_config {
+  std::filesystem::path config_dir;  // the -c directory
+  std::string id;                    // default: hostname + "_master" (as Salt)
+  std::string interface = "0.0.0.0";
+  bool ipv6 = false;
+  int publish_port = 4505;
+  int ret_port = 4506;
+  int worker_threads = 5;
+  std::string user;                  // informational; we never switch user
+  std::filesystem::path root_dir = "/";
+  std::filesystem::path pki_dir = "/etc/salt/pki/master";
+  std::filesystem::path cachedir = "/var/cache/salt/master";
+  std::filesystem::path sock_dir = "/var/run/salt/master";
+  std::filesystem::path log_file = "/var/log/salt/master";
+  std::string log_level = "warning";
+  std::string log_level_logfile = "warning";
+  roots_map file_roots = {{"base", {"/srv/salt"}}};
+  roots_map pillar_roots = {{"base", {"/srv/pillar"}}};
+  bool auto_accept = false;
+  bool open_mode = false;
+  std::string autosign_file;
+  std::string autoreject_file;
+  int autosign_timeout = 120;
+  int publish_session = 86400;
+  int minimum_auth_version = 3;
+  int keysize = 2048;
+  bool sign_pub_messages = true;
+  std::string publish_signing_algorithm = "PKCS1v15-SHA1";
+  bool rotate_aes_key = true;
+  bool ping_on_rotate = false;
+  std::int64_t keep_jobs_seconds = 86400;
+  std::string hash_type = "sha256";
+  std::int64_t file_buffer_size = 1048576;
+  int max_minions = 0;
+  bool job_cache = true;
+  int timeout = 5;                   // salt CLI default wait
+  int gather_job_timeout = 10;
+  std::int64_t max_message_size = 100 * 1024 * 1024;  // largest frame accepted (bytes)
+  int request_server_ttl = 0;
+  bool minion_data_cache = true;
+  bool tcp_keepalive = true;
+  int tcp_keepalive_idle = 300;
+  int tcp_keepalive_cnt = -1;
+  int tcp_keepalive_intvl = -1;
+  std::string renderer = "jinja|yaml";
+  std::string state_top = "top.sls";
+  std::string top_file_merging_strategy = "merge";
+  std::string pillar_source_merging_strategy = "smart";
+  std::map<std::string, std::string> nodegroups;
+  // cluster (issue 6/7; parsed and validated now)
+  std::optional<std::string> cluster_id;
+  std::vector<std::string> cluster_peers;
+  std::optional<std::filesystem::path> cluster_pki_dir;  // defaults to pki_dir when cluster_id set
+  int cluster_pool_port = 4520;
+  std::optional<std::string> cluster_secret;
+  std::optional<std::string> cluster_pub_fingerprint;
+  wire::value raw = wire::value::object();  // every option after merge (defaults included)
+};
+
+struct master_address {
+  std::string host;
+  int port = 4506;
+};
+
+struct minion_config {
+  std::filesystem::path config_dir;
+  std::string id;                          // default: the fqdn (as Salt)
+  std::vector<std::string> master = {"salt"};  // string in file -> one element
+  bool master_is_list = false;              // true if the file gave a list
+  int master_port = 4506;
+  std::string master_type = "str";          // str | failover | disable (distributed/func: refused)
+  int master_alive_interval = 0;
+  bool master_failback = false;
+  int master_failback_interval = 0;
+  bool master_shuffle = false;
+  bool random_master = false;
+  int random_reauth_delay = 10;
+  int retry_dns = 30;
+  std::optional<int> retry_dns_count;
+  int master_tries = 1;
+  int acceptance_wait_time = 10;
+  int acceptance_wait_time_max = 0;
+  int auth_timeout = 5;
+  int auth_tries = 7;
+  bool rejected_retry = false;
+  std::optional<int> publish_port;          // override of the port from the auth reply
+  std::filesystem::path root_dir = "/";
+  std::filesystem::path pki_dir = "/etc/salt/pki/minion";
+  std::filesystem::path cachedir = "/var/cache/salt/minion";
+  std::filesystem::path sock_dir = "/var/run/salt/minion";
+  std::filesystem::path log_file = "/var/log/salt/minion";
+  std::string log_level = "warning";
+  std::string log_level_logfile = "warning";
+  std::string master_finger;
+  bool verify_master_pubkey_sign = false;
+  std::string master_sign_key_name = "master_sign";
+  std::string hash_type = "sha256";
+  int keysize = 2048;
+  std::string encryption_algorithm = "OAEP-SHA1";
+  std::string signing_algorithm = "PKCS1v15-SHA1";
+  bool sign_pub_messages = false;           // require signed publishes
+  std::string file_client = "remote";
+  roots_map file_roots = {{"base", {"/srv/salt"}}};
+  roots_map pillar_roots = {{"base", {"/srv/pillar"}}};
+  wire::value grains = wire::value::object();  // static grains from the config
+  int return_retry_timer = 5;
+  int return_retry_timer_max = 10;
+  int return_retry_tries = 3;
+  int minion_jid_queue_hwm = 100;
+  bool tcp_keepalive = true;
+  int tcp_keepalive_idle = 300;
+  int tcp_keepalive_cnt = -1;
+  int tcp_keepalive_intvl = -1;
+  int ping_interval = 0;                    // minutes
+  bool enable_legacy_startup_events = true;
+  std::int64_t max_message_size = 100 * 1024 * 1024;
+  wire::value raw = wire::value::object();
+};
+
+// Load CONFIG_DIR/master + master.d/*.conf. A missing main file is fine (defaults).
+config_result<master_config> load_master_config(const std::filesystem::path& config_dir);
+config_result<minion_config> load_minion_config(const std::filesystem::path& config_dir);
+
+// "host", "host:port", "[v6addr]:port", "v6addr" -> address (port defaults to default_port).
+std::optional<master_address> parse_master_address(const std::string& s, int default_port);
+
+// Default id helpers (hostname / fqdn from the OS).
+std::string default_minion_id();
+std::string default_master_id();
+
+// YAML text -> value (maps, lists, scalars typed as YAML 1.1 core would: ints, floats,
+// true/false/yes/no/on/off, null/~). Errors carry the line and column in message.
+boost::system::result<wire::value, std::string> parse_yaml(const std::string& text);
+// value -> YAML text (block style), used by `--out yaml`.
+std::string to_yaml(const wire::value& v);
+
+}  // namespace sylvite::config

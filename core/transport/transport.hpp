@@ -1,0 +1,168 @@
+// sylvite::transport: Boost.Asio TCP (and Unix-socket) servers and clients that move
+// Salt frames ({head, body}, see core/wire/frame.hpp). No Salt commands here: the
+// master/minion layers give handlers; this layer owns sockets, framing, deadlines,
+// bounded write queues, keepalive and shutdown.
+//
+// Threading: one io_context per daemon run by N threads. Each connection owns a strand;
+// handlers are invoked on that strand and must not block (post RSA/disk work to a
+// thread pool and answer later through the responder, from any thread).
+// Every write queue is bounded (frames and bytes); a peer that does not drain is
+// disconnected and logged once. Malformed input closes the connection, logged once with
+// the peer address.
+#pragma once
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/util/result.hpp"
+#include "core/wire/frame.hpp"
+
+namespace sylvite::transport {
+
+namespace asio = boost::asio;
+
+enum class errc {
+  ok = 0,
+  timeout = 1,        // deadline passed (connect, request)
+  disconnected,       // connection closed before the reply
+  resolve_failed,     // DNS/host lookup failed
+  connect_failed,
+  queue_full,         // bounded write queue overflow
+  bad_frame,          // peer sent something that is not a frame
+  closed,             // object closed by the owner
+};
+const boost::system::error_category& transport_category() noexcept;
+inline error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), transport_category()}; }
+
+// Where a server listens / a client connects.
+struct endpoint {
+  std::string host;        // TCP: address or name; empty + unix_path set -> Unix socket
+  std::uint16_t port = 0;  // 0 on a server = pick a free port (see bound_port())
+  std::string unix_path;   // Unix socket path (server: created 0600, stale file replaced)
+};
+
+struct options {
+  std::size_t max_frame_size = 100u << 20;
+  std::size_t max_queue_bytes = 64u << 20;  // per connection write queue
+  std::size_t max_queue_frames = 100000;
+  bool tcp_keepalive = true;
+  int keepalive_idle = 300;   // seconds (TCP_KEEPIDLE); <=0 -> OS default
+  int keepalive_intvl = -1;   // seconds (TCP_KEEPINTVL); <=0 -> OS default
+  int keepalive_cnt = -1;     // probes (TCP_KEEPCNT); <=0 -> OS default
+  int user_timeout_ms = 0;    // TCP_USER_TIMEOUT; 0 -> OS default
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+struct peer_info {
+  std::string address;  // "1.2.3.4:5678" or "unix"
+  std::uint64_t conn_id = 0;
+};
+
+// Answers one request. reply() may be called once from any thread; push() sends a
+// non-final frame (head gets "more": true) for streaming answers (CLI event waits).
+// If the responder is destroyed without reply(), nothing is sent (Salt clients retry).
+class responder {
+ public:
+  virtual ~responder() = default;
+  virtual void reply(wire::value body) = 0;
+  virtual bool push(wire::value body) = 0;   // false if the connection is gone/full
+  virtual bool alive() const = 0;            // connection still open
+  virtual const peer_info& peer() const = 0;
+};
+using request_handler = std::function<void(wire::value body, std::shared_ptr<responder>)>;
+
+// Request/reply server (Salt ret_port 4506, and the local CLI socket).
+class req_server {
+ public:
+  req_server(asio::io_context& io, endpoint ep, options opt, request_handler h);
+  ~req_server();
+  result<void> start();          // bind + listen + accept loop
+  void stop();                   // stop accepting, close every connection
+  std::uint16_t bound_port() const;
+  std::size_t connection_count() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+// Publish server (Salt publish_port 4505). A connection becomes "identified" when the
+// hello handler returns a minion id for a frame it sent; glob/list publishes go only to
+// identified connections of the named ids, broadcasts to every connection.
+class pub_server {
+ public:
+  // Called on the connection strand for every frame a minion sends; return the minion
+  // id to identify the connection, nullopt to ignore the frame.
+  using hello_handler = std::function<std::optional<std::string>(const wire::value& body, const peer_info&)>;
+  // Presence: id connected (first identified socket) / disconnected (last one closed).
+  using presence_handler = std::function<void(const std::string& id, bool connected)>;
+
+  pub_server(asio::io_context& io, endpoint ep, options opt, hello_handler h, presence_handler p = {});
+  ~pub_server();
+  result<void> start();
+  void stop();
+  std::uint16_t bound_port() const;
+
+  // frame = complete encoded frame bytes (wire::pack_frame), shared by all sends.
+  void publish_all(std::shared_ptr<const std::string> frame);
+  void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids);
+  std::vector<std::string> connected_ids() const;  // sorted, unique
+  bool is_connected(const std::string& id) const;
+  std::size_t connection_count() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+// Request client: one connection, many requests in flight matched by head.mid (uuid4).
+// Reconnects lazily on the next request after a failure.
+class req_client : public std::enable_shared_from_this<req_client> {
+ public:
+  static std::shared_ptr<req_client> create(asio::any_io_executor ex, endpoint ep, options opt = {});
+  virtual ~req_client() = default;
+  // Send body, wait for the reply body. errc::timeout / disconnected / connect_failed.
+  virtual asio::awaitable<result<wire::value>> request(wire::value body, std::chrono::milliseconds timeout) = 0;
+  // Streaming: every non-final frame goes to on_item; returns the final body.
+  virtual asio::awaitable<result<wire::value>> request_stream(
+      wire::value body, std::function<void(const wire::value&)> on_item, std::chrono::milliseconds timeout) = 0;
+  virtual void close() = 0;
+  virtual const endpoint& remote() const = 0;
+};
+
+// Publish client (minion side): connects, sends the hello frame given by the caller,
+// then delivers each received frame body. on_closed fires once per lost connection
+// (error says why); the owner decides when to reconnect (call connect() again).
+class pub_client : public std::enable_shared_from_this<pub_client> {
+ public:
+  using message_handler = std::function<void(wire::value body)>;
+  using closed_handler = std::function<void(error_code why)>;
+  static std::shared_ptr<pub_client> create(asio::any_io_executor ex, options opt = {});
+  virtual ~pub_client() = default;
+  virtual asio::awaitable<result<void>> connect(endpoint ep, wire::value hello_body,
+                                                message_handler on_msg, closed_handler on_closed) = 0;
+  // Send one more frame on the publish socket (e.g. a heartbeat); false if not connected.
+  virtual bool send(wire::value body) = 0;
+  virtual bool connected() const = 0;
+  virtual void close() = 0;
+};
+
+// Blocking helper for CLIs: run one request on a private io_context.
+result<wire::value> request_once(const endpoint& ep, const wire::value& body,
+                                 std::chrono::milliseconds timeout, const options& opt = {});
+result<wire::value> request_stream_once(const endpoint& ep, const wire::value& body,
+                                        const std::function<void(const wire::value&)>& on_item,
+                                        std::chrono::milliseconds timeout, const options& opt = {});
+
+}  // namespace sylvite::transport
+
+template <>
+struct boost::system::is_error_code_enum<sylvite::transport::errc> : std::true_type {};

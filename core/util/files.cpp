@@ -1,0 +1,144 @@
+// Atomic file writes: temp in the same directory, write, fsync, rename, fsync(dir).
+// The temp name carries pid + a counter so concurrent writers (threads or masters on a
+// shared filesystem) never share a temp file.
+#include "core/util/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+namespace sylvite::util {
+namespace fs = std::filesystem;
+
+namespace {
+std::atomic<unsigned long> temp_counter{0};
+
+std::string temp_name(const fs::path& p) {
+  char host[64] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return (p.parent_path() / ("." + p.filename().string() + ".tmp." + host + "." + std::to_string(::getpid()) + "." +
+                             std::to_string(temp_counter.fetch_add(1))))
+      .string();
+}
+
+bool write_all(int fd, std::string_view data) {
+  const char* ptr = data.data();
+  std::size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, ptr, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    ptr += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// Write data to a fresh temp file next to p; returns its name or empty on failure.
+std::string write_temp(const fs::path& p, std::string_view data, unsigned mode) {
+  std::string tmp = temp_name(p);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return {};
+  bool ok = write_all(fd, data) && ::fchmod(fd, mode) == 0 && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return {};
+  }
+  return tmp;
+}
+}  // namespace
+
+result<std::string> read_file(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? errc::not_found : errc::io_error;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return errc::io_error;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+result<void> make_dirs(const fs::path& p, unsigned mode) {
+  if (p.empty()) return {};
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return {};
+  auto parent = p.parent_path();
+  if (!parent.empty() && parent != p) {
+    auto r = make_dirs(parent, mode);
+    if (!r) return r;
+  }
+  if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return errc::io_error;
+  return {};
+}
+
+result<void> write_file_atomic(const fs::path& p, std::string_view data, unsigned mode) {
+  if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
+  std::string tmp = write_temp(p, data, mode);
+  if (tmp.empty()) return errc::io_error;
+  if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return errc::io_error;
+  }
+  fsync_dir(p.parent_path());
+  return {};
+}
+
+result<void> create_exclusive(const fs::path& p, std::string_view data, unsigned mode) {
+  if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
+  std::string tmp = write_temp(p, data, mode);
+  if (tmp.empty()) return errc::io_error;
+  // link(2) fails with EEXIST if the name exists: the complete file appears atomically
+  // and only one racer wins (works on local filesystems and GlusterFS).
+  int rc = ::link(tmp.c_str(), p.c_str());
+  int err = errno;
+  ::unlink(tmp.c_str());
+  if (rc != 0) return err == EEXIST ? errc::already_exists : errc::io_error;
+  fsync_dir(p.parent_path());
+  return {};
+}
+
+result<void> remove_file(const fs::path& p) {
+  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return errc::io_error;
+  return {};
+}
+
+std::vector<std::string> list_dir(const fs::path& p) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code ec2;
+    auto name = it->path().filename().string();
+    if (name.empty() || name[0] == '.') continue;  // skip temp files and hidden markers
+    if (it->is_regular_file(ec2)) out.push_back(std::move(name));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace sylvite::util

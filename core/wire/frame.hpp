@@ -1,0 +1,45 @@
+// sylvite::wire frames: Salt's TCP transport sends a plain concatenation of msgpack
+// maps {"head": <map>, "body": <any>} with no length prefix (frame packing).
+// frame_parser is an incremental parser: feed() bytes as they arrive, then call next()
+// until it returns an empty optional. Partial reads, back-to-back frames and frames
+// split anywhere are handled; a frame larger than max_frame_size, non-msgpack bytes or
+// a map without head/body is an error after which the connection must be closed.
+// Thread-safety: one parser per connection, not shared.
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/wire/msgpack.hpp"
+#include "core/wire/value.hpp"
+
+namespace sylvite::wire {
+
+struct frame {
+  value head;  // map; {} on the publish stream; {"mid": "<uuid4>"} on requests
+  value body;
+};
+
+// Encode a frame (frame packing). head must be a map.
+std::string pack_frame(const value& head, const value& body);
+
+class frame_parser {
+ public:
+  explicit frame_parser(std::size_t max_frame_size = 100u << 20);
+  // Append received bytes.
+  void feed(std::string_view data);
+  // Next complete frame; empty optional if more bytes are needed. On error the parser
+  // is poisoned (every later call returns the same error).
+  result<std::optional<frame>> next();
+  // Bytes buffered but not yet returned as a frame.
+  std::size_t buffered() const noexcept { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  std::size_t pos_ = 0;
+  std::size_t max_;
+  error_code poisoned_;
+};
+
+}  // namespace sylvite::wire

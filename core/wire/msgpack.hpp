@@ -1,0 +1,62 @@
+// sylvite::wire msgpack codec with Salt's two packer settings.
+//   packing::frame        = Python msgpack default use_bin_type=True: text -> str family
+//                           (fixstr/str8/16/32), binary -> bin8/16/32. Used for the outer
+//                           {head, body} frame and job-cache files.
+//   packing::salt_payload = salt.payload.dumps (use_bin_type=False, old spec): text and
+//                           binary both -> raw str, and str8 (0xd9) is never used:
+//                           0-31 fixstr, 32-65535 str16 (0xda), larger str32 (0xdb).
+//                           Used for every AES plaintext and signed blob.
+// Both: smallest int encoding; floats as float64 (0xcb); binary with subtype -> ext.
+// Decoding accepts everything msgpack allows (both string families, ext, float32...).
+// No Asio; pure functions. Thread-safety: plain functions.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "core/util/result.hpp"
+#include "core/wire/value.hpp"
+
+namespace sylvite::wire {
+
+enum class errc {
+  ok = 0,
+  incomplete = 1,     // not enough bytes yet (streaming: wait for more)
+  malformed,          // invalid msgpack (reserved byte 0xc1, bad structure)
+  too_large,          // object or declared length over the limit
+  too_deep,           // nesting over the limit
+  trailing_bytes,     // unpack(): bytes after the one object
+  bad_frame,          // frame is not a map with "head" (map) and "body"
+  bad_key,            // map key that cannot be a JSON key (map/array key)
+};
+const boost::system::error_category& wire_category() noexcept;
+inline error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), wire_category()}; }
+
+enum class packing { frame, salt_payload };
+
+struct limits {
+  std::size_t max_bytes = 100u << 20;  // largest object accepted (Salt's unpacker: 100 MiB)
+  std::size_t max_depth = 64;          // deepest nesting accepted
+};
+
+// Encode one value. Never fails (every value model value is encodable).
+std::string pack(const value& v, packing p);
+inline std::string pack_payload(const value& v) { return pack(v, packing::salt_payload); }
+
+// Decode exactly one object occupying all of data. Map keys that are str/bin become
+// JSON keys; integer/bool/nil keys become their decimal/"true"/"false"/"null" text.
+result<value> unpack(std::string_view data, const limits& lim = {});
+
+// Decode the first object in data; on success `consumed` holds its size.
+// errc::incomplete if data is a valid prefix of an object.
+result<value> unpack_prefix(std::string_view data, std::size_t& consumed, const limits& lim = {});
+
+// Size of the first complete object in data without building it (cheap skip scan):
+// errc::incomplete if more bytes are needed; errc::too_large as soon as a declared
+// length or the running size passes lim.max_bytes.
+result<std::size_t> scan_object(std::string_view data, const limits& lim = {});
+
+}  // namespace sylvite::wire
+
+template <>
+struct boost::system::is_error_code_enum<sylvite::wire::errc> : std::true_type {};

@@ -1,0 +1,61 @@
+// sylvite::master job cache in Salt's local_cache layout (master_job_cache: local_cache):
+//   cachedir/jobs/<h[0:2]>/<h[2:]>/   h = hex hash_type(jid) (sha256 default)
+//     jid              the jid as text
+//     .load.p          msgpack (frame packing) of the publish load
+//     .minions.p       msgpack list of expected minion ids
+//     <id>/return.p    msgpack {"return", "retcode", "success"} (keys present only)
+//     <id>/out.p       msgpack of the "out" string, if any
+// Every file is written atomically; a second return for the same (jid, id) is refused
+// (first one wins, as Salt). Readers tolerate half-written/missing files (skip them).
+// On a shared filesystem (cluster) several masters use the same cache concurrently.
+// Thread-safety: all methods are safe to call from any thread; they do blocking disk
+// I/O, so call them from the worker pool, never from an io thread.
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/util/result.hpp"
+#include "core/wire/value.hpp"
+
+namespace sylvite::master {
+
+// Salt jid: UTC now as %Y%m%d%H%M%S%f (20 digits). Strictly increasing within a process
+// (bumped by 1 microsecond on collision).
+std::string new_jid();
+
+struct job_summary {
+  std::string jid;
+  wire::value load;            // the saved .load.p map
+  std::vector<std::string> minions;
+};
+
+class job_cache {
+ public:
+  job_cache(std::filesystem::path cachedir, std::string hash_type = "sha256");
+  std::filesystem::path job_dir(const std::string& jid) const;
+
+  // Save the publish load and the expected minions (creates the job dir).
+  result<void> save_load(const std::string& jid, const wire::value& load, const std::vector<std::string>& minions);
+  // Add minions to .minions.p (e.g. a peer's minions in cluster mode).
+  result<void> add_minions(const std::string& jid, const std::vector<std::string>& minions);
+  // Store one return (load as sent by the minion: return/retcode/success/out...).
+  // Returns false (no error) if a return for (jid, id) already exists.
+  result<bool> save_return(const std::string& jid, const std::string& id, const wire::value& ret_load);
+  std::optional<wire::value> get_load(const std::string& jid) const;
+  std::vector<std::string> get_minions(const std::string& jid) const;
+  // id -> {"return", "retcode", "success", "out"?} for every stored return.
+  wire::value get_returns(const std::string& jid) const;
+  // Every job (newest first) with its load; limited to `max` (0 = all).
+  std::vector<job_summary> list_jobs(std::size_t max = 0) const;
+  // Remove jobs older than keep_seconds (by jid time). Returns how many were removed.
+  std::size_t clean_old(std::chrono::seconds keep);
+
+ private:
+  std::filesystem::path dir_;
+  std::string hash_type_;
+};
+
+}  // namespace sylvite::master
