@@ -1,0 +1,1 @@
+# master core targets (sylvite_master library, salt-master executable) go here
