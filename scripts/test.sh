@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The whole sylvite test suite (README command 2; .ci/run calls this):
+#   1. setup (packages + Salt venv), 2. build (-Werror under CI) and unit tests,
+#   3. ASan+UBSan build and unit tests, 4. bounded libFuzzer runs,
+#   5. end-to-end and interop tests with real processes (pytest).
+# Usage: scripts/test.sh [--quick]   (--quick: skip the sanitizer and fuzz stages)
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+quick=0; [[ "${1:-}" == "--quick" ]] && quick=1
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+
+declare -A status
+fail=0
+stage() {  # stage NAME CMD...: run, record, keep going so every stage reports
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  if "$@"; then status[$name]="ok ($((SECONDS - t0))s)"; else status[$name]="FAILED ($((SECONDS - t0))s)"; fail=1; fi
+}
+
+stage setup bash scripts/setup.sh "$here/build" || true
+[[ "${status[setup]}" == ok* ]] || { echo "setup failed"; exit 1; }
+export SYLVITE_PYTHON="$here/build/venv/bin/python"
+export SYLVITE_VENV="$here/build/venv"
+
+stage build bash scripts/build.sh "$here/build"
+if [[ "${status[build]}" == ok* ]]; then
+  stage unit ctest --test-dir "$here/build" -L unit --output-on-failure -j2 --timeout 300
+fi
+
+if ((quick == 0)); then
+  stage asan-build bash scripts/build.sh "$here/build-asan" -DSYLVITE_SANITIZE=ON
+  if [[ "${status[asan-build]}" == ok* ]]; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      stage asan-unit ctest --test-dir "$here/build-asan" -L unit --output-on-failure -j2 --timeout 600
+  fi
+  if [[ -f tests/fuzz/CMakeLists.txt ]]; then
+    stage fuzz bash scripts/fuzz.sh "$here/build-fuzz" "$FUZZ_SECONDS"
+  fi
+fi
+
+if [[ "${status[build]}" == ok* ]]; then
+  export SYLVITE_BIN="$here/build/bin"
+  stage e2e "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests/e2e
+fi
+
+echo
+echo "=== summary"
+passed=0; failed=0
+for k in "${!status[@]}"; do
+  printf '%-12s %s\n' "$k" "${status[$k]}"
+  [[ "${status[$k]}" == ok* ]] && passed=$((passed + 1)) || failed=$((failed + 1))
+done
+echo "stages: $passed passed, $failed failed"
+exit $fail

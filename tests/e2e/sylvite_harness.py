@@ -1,0 +1,250 @@
+"""Real-process harness for sylvite end-to-end tests.
+
+Starts salt-master / salt-minion binaries from SYLVITE_BIN (default build/bin) on
+127.0.0.1 with free ports and a private temp root, runs the CLIs against them, and
+stops only the processes it started, by PID. Used by tests/e2e and tests/interop.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("SYLVITE_BIN", REPO / "build" / "bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
+    """Poll pred() until truthy; raise AssertionError naming `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def yaml_dump(d: dict) -> str:
+    # JSON is valid YAML; keeps the harness free of a YAML dependency.
+    return "\n".join(f"{k}: {json.dumps(v)}" for k, v in d.items()) + "\n"
+
+
+class Proc:
+    def __init__(self, argv, log_path: Path, env=None):
+        self.argv = argv
+        self.log_path = log_path
+        self.log = open(log_path, "ab")
+        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def alive(self) -> bool:
+        return self.p.poll() is None
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.alive():
+            os.kill(self.p.pid, sig)
+        try:
+            self.p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(timeout=5)
+        self.log.close()
+
+    def stop(self):
+        self.kill(signal.SIGTERM)
+
+
+class Node:
+    """Common parts of a master or minion: a config dir and a process."""
+
+    kind = ""
+
+    def __init__(self, root: Path, name: str):
+        self.name = name
+        self.root = root / name
+        self.conf_dir = self.root / "conf"
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.proc: Proc | None = None
+        self.opts: dict = {}
+
+    def write_config(self, **overrides):
+        self.opts.update(overrides)
+        (self.conf_dir / self.kind).write_text(yaml_dump(self.opts))
+
+    def log_text(self) -> str:
+        p = self.root / f"{self.kind}.out"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def start(self, binary: str | None = None, extra=()):
+        binary = binary or str(BIN / f"salt-{self.kind}")
+        self.proc = Proc([binary, "-c", str(self.conf_dir), *extra], self.root / f"{self.kind}.out")
+        return self
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop()
+
+    def kill(self):
+        if self.proc:
+            self.proc.kill()
+
+
+class Master(Node):
+    kind = "master"
+
+    def __init__(self, root: Path, name="master", **opts):
+        super().__init__(root, name)
+        self.ret_port = free_port()
+        self.publish_port = free_port()
+        base = self.root
+        for d in ("salt", "pillar"):
+            (base / "srv" / d).mkdir(parents=True, exist_ok=True)
+        self.opts = {
+            "id": name,
+            "interface": "127.0.0.1",
+            "ret_port": self.ret_port,
+            "publish_port": self.publish_port,
+            "root_dir": str(base),
+            "pki_dir": str(base / "pki"),
+            "cachedir": str(base / "cache"),
+            "sock_dir": str(base / "sock"),
+            "log_file": str(base / "master.log"),
+            "log_level_logfile": "debug",
+            "file_roots": {"base": [str(base / "srv" / "salt")]},
+            "pillar_roots": {"base": [str(base / "srv" / "pillar")]},
+            "worker_threads": 2,
+            "user": "root",
+            "transport": "tcp",
+        }
+        self.opts.update(opts)
+        self.write_config()
+
+    @property
+    def file_root(self) -> Path:
+        return Path(self.opts["file_roots"]["base"][0])
+
+    @property
+    def pillar_root(self) -> Path:
+        return Path(self.opts["pillar_roots"]["base"][0])
+
+    def cli(self, tool: str, *args, timeout=60, binary_dir: Path | None = None):
+        exe = str((binary_dir or BIN) / tool)
+        return subprocess.run([exe, "-c", str(self.conf_dir), *args], capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def salt(self, *args, **kw):
+        return self.cli("salt", *args, **kw)
+
+    def salt_json(self, *args, **kw) -> dict:
+        r = self.salt("--out", "json", "--static", *args, **kw)
+        try:
+            return json.loads(r.stdout) if r.stdout.strip() else {}
+        except json.JSONDecodeError as e:
+            raise AssertionError(f"salt printed non-JSON (rc={r.returncode}):\n{r.stdout}\n{r.stderr}") from e
+
+    def salt_key(self, *args, **kw):
+        return self.cli("salt-key", *args, **kw)
+
+    def salt_run(self, *args, **kw):
+        return self.cli("salt-run", *args, **kw)
+
+    def keys(self) -> dict:
+        r = self.salt_key("-L", "--out", "json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def wait_ready(self, timeout=30):
+        def up():
+            if self.proc and not self.proc.alive():
+                raise AssertionError(f"{self.name} exited early:\n{self.log_text()}")
+            for port in (self.ret_port, self.publish_port):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                except OSError:
+                    return False
+            return (self.root / "sock" / "master_cli.ipc").exists()
+        wait_for(up, timeout, f"{self.name} to listen")
+        return self
+
+
+class Minion(Node):
+    kind = "minion"
+
+    def __init__(self, root: Path, name: str, master: Master | list, **opts):
+        super().__init__(root, name)
+        masters = master if isinstance(master, list) else [master]
+        base = self.root
+        self.opts = {
+            "id": name,
+            "master": masters[0].opts["interface"] if len(masters) == 1 else [m.opts["interface"] for m in masters],
+            "master_port": masters[0].ret_port,
+            "root_dir": str(base),
+            "pki_dir": str(base / "pki"),
+            "cachedir": str(base / "cache"),
+            "sock_dir": str(base / "sock"),
+            "log_file": str(base / "minion.log"),
+            "log_level_logfile": "debug",
+            "acceptance_wait_time": 1,
+            "user": "root",
+            "transport": "tcp",
+        }
+        self.opts.update(opts)
+        self.write_config()
+
+    def salt_call(self, *args, timeout=60, binary_dir: Path | None = None):
+        exe = str((binary_dir or BIN) / "salt-call")
+        return subprocess.run([exe, "-c", str(self.conf_dir), *args], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+class Env:
+    """A temp directory holding masters and minions; stops everything on close."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="sylvite-e2e-"))
+        self.nodes: list[Node] = []
+
+    def master(self, name="master", **opts) -> Master:
+        m = Master(self.root, name, **opts)
+        self.nodes.append(m)
+        return m
+
+    def minion(self, name, master, **opts) -> Minion:
+        m = Minion(self.root, name, master, **opts)
+        self.nodes.append(m)
+        return m
+
+    def close(self, keep=False):
+        for n in reversed(self.nodes):
+            try:
+                n.kill()
+            except Exception:
+                pass
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def dump_logs(self) -> str:
+        out = []
+        for n in self.nodes:
+            for f in sorted(n.root.glob("*.out")) + sorted(n.root.glob("*.log")):
+                text = f.read_text(errors="replace")[-6000:]
+                out.append(f"===== {n.name}/{f.name}\n{text}")
+        return "\n".join(out)
