@@ -47,8 +47,8 @@ struct master_config {
   std::filesystem::path log_file = "/var/log/salt/master";
   std::string log_level = "warning";
   std::string log_level_logfile = "warning";
-  roots_map file_roots = {{"base", {"/srv/salt"}}};
-  roots_map pillar_roots = {{"base", {"/srv/pillar"}}};
+  roots_map file_roots = {{"base", {"/srv/salt", "/srv/spm/salt"}}};        // Salt's defaults
+  roots_map pillar_roots = {{"base", {"/srv/pillar", "/srv/spm/pillar"}}};
   bool auto_accept = false;
   bool open_mode = false;
   std::string autosign_file;
@@ -110,7 +110,7 @@ struct minion_config {
   int random_reauth_delay = 10;
   int retry_dns = 30;
   std::optional<int> retry_dns_count;
-  int master_tries = 1;
+  int master_tries = -1;                    // Salt 3008 on Linux: -1 (forever)
   int acceptance_wait_time = 10;
   int acceptance_wait_time_max = 0;
   int auth_timeout = 5;
@@ -133,8 +133,8 @@ struct minion_config {
   std::string signing_algorithm = "PKCS1v15-SHA1";
   bool sign_pub_messages = false;           // require signed publishes
   std::string file_client = "remote";
-  roots_map file_roots = {{"base", {"/srv/salt"}}};
-  roots_map pillar_roots = {{"base", {"/srv/pillar"}}};
+  roots_map file_roots = {{"base", {"/srv/salt", "/srv/spm/salt"}}};        // Salt's defaults
+  roots_map pillar_roots = {{"base", {"/srv/pillar", "/srv/spm/pillar"}}};
   wire::value grains = wire::value::object();  // static grains from the config
   int return_retry_timer = 5;
   int return_retry_timer_max = 10;
@@ -156,6 +156,11 @@ config_result<minion_config> load_minion_config(const std::filesystem::path& con
 
 // "host", "host:port", "[v6addr]:port", "v6addr" -> address (port defaults to default_port).
 std::optional<master_address> parse_master_address(const std::string& s, int default_port);
+
+// Salt's prepend_root_dir() for one path option: an absolute path gets root_dir prepended
+// unless it already lies under root_dir; a relative one is joined to root_dir; the result
+// is normalised. ("/r", "/etc/x") -> "/r/etc/x"; ("/r", "/r/etc/x") -> "/r/etc/x".
+std::filesystem::path prepend_root_dir(const std::filesystem::path& root_dir, const std::filesystem::path& path);
 
 // Default id helpers (hostname / fqdn from the OS).
 std::string default_minion_id();

@@ -1,0 +1,412 @@
+// Tests for load_master_config()/load_minion_config(): defaults, .d override order,
+// type checks with exact messages, root_dir re-rooting (Salt's prepend_root_dir), ids.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/config/config.hpp"
+
+namespace fs = std::filesystem;
+using namespace sylvite::config;
+using sylvite::wire::value;
+
+namespace {
+
+class ConfigDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("sylvite-config-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(rd()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(dir_ / "master", fs::perms::owner_all, ec);
+    fs::remove_all(dir_, ec);
+  }
+  void write(const fs::path& rel, const std::string& text) {
+    fs::create_directories((dir_ / rel).parent_path());
+    std::ofstream(dir_ / rel) << text;
+  }
+  std::string file(const fs::path& rel) const { return (dir_ / rel).string(); }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(ConfigDir, MissingMainFileMeansDefaults) {
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->config_dir, dir_);
+  EXPECT_EQ(m->publish_port, 4505);
+  EXPECT_EQ(m->ret_port, 4506);
+  EXPECT_EQ(m->worker_threads, 5);
+  EXPECT_EQ(m->pki_dir, "/etc/salt/pki/master");
+  EXPECT_EQ(m->cachedir, "/var/cache/salt/master");
+  EXPECT_EQ(m->sock_dir, "/var/run/salt/master");
+  EXPECT_EQ(m->log_file, "/var/log/salt/master");
+  EXPECT_EQ(m->log_level_logfile, "warning");
+  EXPECT_EQ(m->id, default_master_id());
+  EXPECT_TRUE(m->id.ends_with("_master"));
+  EXPECT_FALSE(m->user.empty());
+  EXPECT_FALSE(m->cluster_id);
+  EXPECT_FALSE(m->cluster_pki_dir);
+  EXPECT_EQ(m->file_roots.at("base").front(), "/srv/salt");
+  // raw carries the defaults with their Salt names.
+  EXPECT_EQ(m->raw["publish_port"], value(4505));
+  EXPECT_EQ(m->raw["pki_dir"], value("/etc/salt/pki/master"));
+  EXPECT_EQ(m->raw["cluster_id"], value(nullptr));
+  EXPECT_EQ(m->raw["id"], value(m->id));
+
+  auto n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->master, std::vector<std::string>{"salt"});
+  EXPECT_FALSE(n->master_is_list);
+  EXPECT_EQ(n->master_port, 4506);
+  EXPECT_EQ(n->master_type, "str");
+  EXPECT_EQ(n->master_tries, -1);
+  EXPECT_EQ(n->acceptance_wait_time, 10);
+  EXPECT_EQ(n->auth_tries, 7);
+  EXPECT_EQ(n->encryption_algorithm, "OAEP-SHA1");
+  EXPECT_EQ(n->pki_dir, "/etc/salt/pki/minion");
+  EXPECT_EQ(n->id, default_minion_id());
+  EXPECT_FALSE(n->id.empty());
+  EXPECT_EQ(n->raw["master"], value("salt"));
+}
+
+TEST_F(ConfigDir, MainFileThenDropInsSortedKeyByKey) {
+  write("master", "publish_port: 5000\nret_port: 5001\nworker_threads: 2\nkeysize: 4096\n");
+  write("master.d/20-b.conf", "ret_port: 6001\nworker_threads: 9\n");
+  write("master.d/10-a.conf", "ret_port: 7001\nworker_threads: 8\ntimeout: 30\n");
+  write("master.d/99-ignored.txt", "publish_port: 1\n");
+  write("master.d/30-empty.conf", "");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->publish_port, 5000);  // only in main file
+  EXPECT_EQ(m->ret_port, 6001);      // 20-b.conf is last
+  EXPECT_EQ(m->worker_threads, 9);
+  EXPECT_EQ(m->timeout, 30);         // only in 10-a.conf
+  EXPECT_EQ(m->keysize, 4096);
+}
+
+TEST_F(ConfigDir, DropInErrorNamesTheDropInFile) {
+  write("minion", "master_port: 4506\n");
+  write("minion.d/a.conf", "master_port: nope\n");
+  auto n = load_minion_config(dir_);
+  ASSERT_FALSE(n);
+  EXPECT_EQ(n.error().file, file("minion.d/a.conf"));
+  EXPECT_EQ(n.error().option, "master_port");
+  EXPECT_EQ(n.error().message,
+            file("minion.d/a.conf") + ": option 'master_port': expected an integer between 1 and 65535, got \"nope\"");
+}
+
+TEST_F(ConfigDir, UnknownOptionsAreKeptInRaw) {
+  write("master", "some_future_option: {a: 1}\nfileserver_backend: [roots]\npublish_port: 4505\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->raw["some_future_option"]["a"], value(1));
+  EXPECT_EQ(m->raw["fileserver_backend"], value::array({"roots"}));
+}
+
+struct type_case {
+  const char* role;
+  const char* yaml;
+  const char* option;
+  const char* expected_tail;  // after "<file>: "
+};
+
+TEST_F(ConfigDir, TypeErrorsHaveExactMessages) {
+  const type_case cases[] = {
+      {"master", "publish_port: 0", "publish_port", "option 'publish_port': expected an integer between 1 and 65535, got 0"},
+      {"master", "publish_port: 70000", "publish_port", "option 'publish_port': expected an integer between 1 and 65535, got 70000"},
+      {"master", "ret_port: '45x6'", "ret_port", "option 'ret_port': expected an integer between 1 and 65535, got \"45x6\""},
+      {"master", "ret_port: 4506.5", "ret_port", "option 'ret_port': expected an integer between 1 and 65535, got 4506.5"},
+      {"master", "ret_port: true", "ret_port", "option 'ret_port': expected an integer between 1 and 65535, got true"},
+      {"master", "worker_threads: 0", "worker_threads", "option 'worker_threads': expected an integer >= 1, got 0"},
+      {"master", "worker_threads: [1]", "worker_threads", "option 'worker_threads': expected an integer >= 1, got [1]"},
+      {"master", "minimum_auth_version: 1", "minimum_auth_version", "option 'minimum_auth_version': expected an integer between 2 and 3, got 1"},
+      {"master", "keep_jobs_seconds: -5", "keep_jobs_seconds", "option 'keep_jobs_seconds': expected an integer >= 0, got -5"},
+      {"master", "auto_accept: 'yes'", "auto_accept", "option 'auto_accept': expected a boolean (true/false, yes/no, on/off), got \"yes\""},
+      {"master", "open_mode: 1", "open_mode", "option 'open_mode': expected a boolean (true/false, yes/no, on/off), got 1"},
+      {"master", "hash_type: sha3", "hash_type", "option 'hash_type': expected one of sha256, sha1, sha224, sha384, sha512, md5, got \"sha3\""},
+      {"master", "publish_signing_algorithm: RSA", "publish_signing_algorithm", "option 'publish_signing_algorithm': expected one of PKCS1v15-SHA1, PKCS1v15-SHA224, got \"RSA\""},
+      {"master", "interface: [a]", "interface", "option 'interface': expected a string, got [\"a\"]"},
+      {"master", "pki_dir: 5", "pki_dir", "option 'pki_dir': expected a path, got 5"},
+      {"master", "file_roots: [/srv/salt]", "file_roots", "option 'file_roots': expected a map of environment names to lists of directories, got [\"/srv/salt\"]"},
+      {"master", "file_roots: {base: /srv/salt}", "file_roots", "option 'file_roots': expected a map of environment names to lists of directories, got {\"base\":\"/srv/salt\"}"},
+      {"master", "pillar_roots: {base: [1]}", "pillar_roots", "option 'pillar_roots': expected a map of environment names to lists of directories, got {\"base\":[1]}"},
+      {"master", "nodegroups: [a]", "nodegroups", "option 'nodegroups': expected a map of nodegroup names to compound targets (strings or lists of strings), got [\"a\"]"},
+      {"master", "cluster_peers: a", "cluster_peers", "option 'cluster_peers': expected a list of strings, got \"a\""},
+      {"master", "cluster_pool_port: -1", "cluster_pool_port", "option 'cluster_pool_port': expected an integer between 1 and 65535, got -1"},
+      {"master", "cluster_id: [x]", "cluster_id", "option 'cluster_id': expected a string or null, got [\"x\"]"},
+      {"master", "log_level: loud", "log_level", "option 'log_level': expected one of all, garbage, trace, debug, profile, info, warning, error, critical, quiet, got \"loud\""},
+      {"master", "id: {a: 1}", "id", "option 'id': expected a string, got {\"a\":1}"},
+      {"minion", "master: 5", "master", "option 'master': expected a host name or a list of host names, got 5"},
+      {"minion", "master: []", "master", "option 'master': expected a host name or a list of host names, got []"},
+      {"minion", "master: [a, 2]", "master", "option 'master': expected a host name or a list of host names, got [\"a\",2]"},
+      {"minion", "master_type: distributed", "master_type", "option 'master_type': expected one of str, failover, disable (sylvite does not support master_type 'distributed'), got \"distributed\""},
+      {"minion", "master_type: func", "master_type", "option 'master_type': expected one of str, failover, disable (sylvite does not support master_type 'func'), got \"func\""},
+      {"minion", "master_type: hot", "master_type", "option 'master_type': expected one of str, failover, disable, got \"hot\""},
+      {"minion", "acceptance_wait_time: -1", "acceptance_wait_time", "option 'acceptance_wait_time': expected an integer >= 0, got -1"},
+      {"minion", "auth_timeout: 0", "auth_timeout", "option 'auth_timeout': expected an integer >= 1, got 0"},
+      {"minion", "master_tries: -2", "master_tries", "option 'master_tries': expected an integer >= -1, got -2"},
+      {"minion", "retry_dns_count: x", "retry_dns_count", "option 'retry_dns_count': expected an integer >= 0 or null, got \"x\""},
+      {"minion", "publish_port: 0", "publish_port", "option 'publish_port': expected an integer between 1 and 65535 or null, got 0"},
+      {"minion", "encryption_algorithm: OAEP-SHA256", "encryption_algorithm", "option 'encryption_algorithm': expected one of OAEP-SHA1, OAEP-SHA224, got \"OAEP-SHA256\""},
+      {"minion", "signing_algorithm: OAEP-SHA1", "signing_algorithm", "option 'signing_algorithm': expected one of PKCS1v15-SHA1, PKCS1v15-SHA224, got \"OAEP-SHA1\""},
+      {"minion", "grains: [a]", "grains", "option 'grains': expected a map, got [\"a\"]"},
+      {"minion", "master_failback: maybe", "master_failback", "option 'master_failback': expected a boolean (true/false, yes/no, on/off), got \"maybe\""},
+      {"minion", "keysize: 512", "keysize", "option 'keysize': expected an integer between 1024 and 16384, got 512"},
+      {"minion", "file_client: remote2", "file_client", "option 'file_client': expected one of remote, local, got \"remote2\""},
+  };
+  for (const auto& c : cases) {
+    write(c.role, std::string(c.yaml) + "\n");
+    std::string msg, option, f;
+    if (std::string(c.role) == "master") {
+      auto r = load_master_config(dir_);
+      ASSERT_FALSE(r) << c.yaml;
+      msg = r.error().message;
+      option = r.error().option;
+      f = r.error().file;
+    } else {
+      auto r = load_minion_config(dir_);
+      ASSERT_FALSE(r) << c.yaml;
+      msg = r.error().message;
+      option = r.error().option;
+      f = r.error().file;
+    }
+    EXPECT_EQ(msg, file(c.role) + ": " + c.expected_tail) << c.yaml;
+    EXPECT_EQ(option, c.option);
+    EXPECT_EQ(f, file(c.role));
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+    fs::remove(dir_ / c.role);
+  }
+}
+
+TEST_F(ConfigDir, AcceptedSpellings) {
+  write("master",
+        "ret_port: '4510'\n"        // Salt int(): a string holding an int is fine
+        "publish_port: 4_505\n"
+        "auto_accept: yes\n"
+        "open_mode: off\n"
+        "hash_type: SHA512\n"        // Salt lower()s hash_type
+        "log_level: INFO\n"
+        "id: 12345\n"                // Salt str()s a numeric id
+        "ipv6: ~\n"
+        "nodegroups:\n"
+        "  web: 'web* or G@role:web'\n"
+        "  pair: [a, b]\n"
+        "file_roots:\n"
+        "  base: [/a, /b]\n"
+        "  dev:\n"
+        "  1: [/c]\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->ret_port, 4510);
+  EXPECT_EQ(m->publish_port, 4505);
+  EXPECT_TRUE(m->auto_accept);
+  EXPECT_FALSE(m->open_mode);
+  EXPECT_EQ(m->hash_type, "sha512");
+  EXPECT_EQ(m->log_level, "info");
+  EXPECT_EQ(m->log_level_logfile, "info");  // follows log_level when unset
+  EXPECT_EQ(m->id, "12345");
+  EXPECT_FALSE(m->ipv6);
+  EXPECT_EQ(m->nodegroups.at("web"), "web* or G@role:web");
+  EXPECT_EQ(m->nodegroups.at("pair"), "a b");
+  EXPECT_EQ(m->file_roots.at("base"), (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_TRUE(m->file_roots.at("dev").empty());
+  EXPECT_EQ(m->file_roots.at("1"), std::vector<std::string>{"/c"});
+  EXPECT_EQ(m->raw["ret_port"], value(4510));  // raw holds the checked value
+  EXPECT_EQ(m->raw["hash_type"], value("sha512"));
+}
+
+TEST_F(ConfigDir, UnparsableFileNamesFileAndLine) {
+  write("master", "publish_port: 4505\nret_port: [4506\n");
+  auto m = load_master_config(dir_);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().file, file("master"));
+  EXPECT_TRUE(m.error().message.starts_with(file("master") + ": line ")) << m.error().message;
+
+  write("master", "just a string\n");
+  m = load_master_config(dir_);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message, file("master") + ": line 1, column 1: the file must be a map of options, not string");
+
+  write("master", "a: 1\na: 2\n");
+  m = load_master_config(dir_);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message, file("master") + ": line 2, column 1: found conflicting ID 'a'");
+}
+
+TEST_F(ConfigDir, UnreadableFileIsAnError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads everything";
+  write("master", "publish_port: 4505\n");
+  fs::permissions(dir_ / "master", fs::perms::none);
+  auto m = load_master_config(dir_);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().file, file("master"));
+  EXPECT_TRUE(m.error().message.starts_with(file("master") + ": cannot read file")) << m.error().message;
+}
+
+TEST(PrependRootDir, SaltSemantics) {
+  struct c {
+    const char* root;
+    const char* path;
+    const char* out;
+  } cases[] = {
+      {"/", "/etc/salt/pki/master", "/etc/salt/pki/master"},
+      {"/tmp/r", "/etc/salt/pki/master", "/tmp/r/etc/salt/pki/master"},
+      {"/tmp/r", "/tmp/r/etc/pki", "/tmp/r/etc/pki"},       // already under root_dir
+      {"/tmp/r/", "/tmp/r/etc/pki", "/tmp/r/etc/pki"},
+      {"/tmp/r", "/tmp/rx/etc", "/tmp/r/tmp/rx/etc"},      // prefix but not under it
+      {"/tmp/r", "var/cache", "/tmp/r/var/cache"},         // relative: joined
+      {"/tmp/r", "/a//b/../c/", "/tmp/r/a/c"},              // normalised
+      {"/tmp/r", "/tmp/r", "/tmp/r/tmp/r"},                 // Salt quirk: equal path is re-rooted
+      {"/tmp/./r", "/x", "/tmp/r/x"},
+  };
+  for (const auto& t : cases) {
+    EXPECT_EQ(prepend_root_dir(t.root, t.path).string(), t.out) << t.root << " + " << t.path;
+  }
+}
+
+TEST_F(ConfigDir, RootDirReRootsPathOptions) {
+  write("master",
+        "root_dir: /tmp/sylroot\n"
+        "pki_dir: /etc/salt/pki/master\n"
+        "cachedir: /tmp/sylroot/var/cache/salt/master\n"
+        "log_file: udp://loghost:514\n"
+        "file_roots: {base: [/srv/salt]}\n"
+        "cluster_id: c1\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->root_dir, "/tmp/sylroot");
+  EXPECT_EQ(m->pki_dir, "/tmp/sylroot/etc/salt/pki/master");
+  EXPECT_EQ(m->cachedir, "/tmp/sylroot/var/cache/salt/master");
+  EXPECT_EQ(m->sock_dir, "/tmp/sylroot/var/run/salt/master");
+  EXPECT_EQ(m->log_file, "udp://loghost:514");                     // URIs stay
+  EXPECT_EQ(m->file_roots.at("base"), std::vector<std::string>{"/srv/salt"});  // never re-rooted
+  ASSERT_TRUE(m->cluster_pki_dir);
+  EXPECT_EQ(*m->cluster_pki_dir, m->pki_dir);  // defaults to the (re-rooted) pki_dir
+  EXPECT_EQ(m->raw["pki_dir"], value("/tmp/sylroot/etc/salt/pki/master"));
+  EXPECT_EQ(m->raw["cluster_pki_dir"], value("/tmp/sylroot/etc/salt/pki/master"));
+
+  write("minion", "root_dir: /tmp/m\nlog_file: /var/log/m\nsock_dir: relative/sock\n");
+  auto n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->pki_dir, "/tmp/m/etc/salt/pki/minion");
+  EXPECT_EQ(n->log_file, "/tmp/m/var/log/m");
+  EXPECT_EQ(n->sock_dir, "/tmp/m/relative/sock");
+  EXPECT_EQ(n->raw["log_file"], value("/tmp/m/var/log/m"));
+}
+
+TEST_F(ConfigDir, LongSockDirFallsBackUnderCachedir) {
+  // Salt: len(sock_dir) > len(cachedir) + 10 -> cachedir/.salt-unix
+  write("master", "cachedir: /c\nsock_dir: /a/very/long/socket/dir\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->sock_dir, "/c/.salt-unix");
+}
+
+TEST_F(ConfigDir, ClusterOptions) {
+  write("master", "cluster_peers: [m2, m3]\ncluster_pki_dir: /shared/pki\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_TRUE(m->cluster_peers.empty());  // ignored without cluster_id, as Salt
+  EXPECT_FALSE(m->cluster_pki_dir);
+
+  write("master",
+        "cluster_id: prod\ncluster_peers: [m2, m3]\ncluster_pki_dir: /shared/pki\ncluster_pool_port: 4530\n"
+        "cluster_secret: s3cret\ncluster_pub_fingerprint: abcd\n");
+  m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(*m->cluster_id, "prod");
+  EXPECT_EQ(m->cluster_peers, (std::vector<std::string>{"m2", "m3"}));
+  EXPECT_EQ(*m->cluster_pki_dir, "/shared/pki");
+  EXPECT_EQ(m->cluster_pool_port, 4530);
+  EXPECT_EQ(*m->cluster_secret, "s3cret");
+  EXPECT_EQ(*m->cluster_pub_fingerprint, "abcd");
+}
+
+TEST_F(ConfigDir, MinionMasterAndFailover) {
+  write("minion", "master: salt.example.com:4510\nid: web1\n");
+  auto n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->master, std::vector<std::string>{"salt.example.com:4510"});
+  EXPECT_FALSE(n->master_is_list);
+  EXPECT_EQ(n->id, "web1");
+
+  write("minion",
+        "master: [m1, m2]\nmaster_type: failover\nmaster_shuffle: true\nmaster_failback: true\n"
+        "master_alive_interval: 30\n");
+  n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->master, (std::vector<std::string>{"m1", "m2"}));
+  EXPECT_TRUE(n->master_is_list);
+  EXPECT_TRUE(n->random_master);                 // master_shuffle copied in failover mode
+  EXPECT_EQ(n->master_failback_interval, 30);    // 0 + failback -> master_alive_interval
+  EXPECT_EQ(n->raw["master"], value::array({"m1", "m2"}));
+  EXPECT_EQ(n->raw["random_master"], value(true));
+
+  write("minion", "master: [m1, m2]\nmaster_shuffle: true\nmaster_failback: true\nmaster_alive_interval: 30\n");
+  n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_FALSE(n->random_master);  // only in failover mode
+  EXPECT_EQ(n->master_failback_interval, 0);
+
+  write("minion", "master_type: failover\nmaster_failback: true\nmaster_failback_interval: 7\nmaster_alive_interval: 30\n");
+  n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->master_failback_interval, 7);
+}
+
+TEST_F(ConfigDir, MinionMiscOptions) {
+  write("minion",
+        "grains:\n  roles: [web, db]\n  dc: ams\n"
+        "publish_port: 4515\nretry_dns_count: 3\nid: ''\nmaster_finger: 'ab:cd'\n"
+        "signing_algorithm: PKCS1v15-SHA224\nencryption_algorithm: OAEP-SHA224\n");
+  auto n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->grains["roles"], value::array({"web", "db"}));
+  EXPECT_EQ(n->grains["dc"], value("ams"));
+  EXPECT_EQ(*n->publish_port, 4515);
+  EXPECT_EQ(*n->retry_dns_count, 3);
+  EXPECT_EQ(n->id, default_minion_id());  // empty id -> default
+  EXPECT_EQ(n->master_finger, "ab:cd");
+  EXPECT_EQ(n->signing_algorithm, "PKCS1v15-SHA224");
+  EXPECT_EQ(n->encryption_algorithm, "OAEP-SHA224");
+}
+
+TEST(MasterAddress, Parse) {
+  struct c {
+    const char* in;
+    std::optional<std::pair<std::string, int>> out;
+  } cases[] = {
+      {"salt", std::pair<std::string, int>{"salt", 4506}},
+      {"salt:4510", std::pair<std::string, int>{"salt", 4510}},
+      {"10.0.0.1:1", std::pair<std::string, int>{"10.0.0.1", 1}},
+      {"[::1]:4510", std::pair<std::string, int>{"::1", 4510}},
+      {"[fe80::1]", std::pair<std::string, int>{"fe80::1", 4506}},
+      {"fe80::1", std::pair<std::string, int>{"fe80::1", 4506}},
+      {"salt:0", std::nullopt},
+      {"salt:65536", std::nullopt},
+      {"salt:abc", std::nullopt},
+      {"salt:", std::nullopt},
+      {":4506", std::nullopt},
+      {"", std::nullopt},
+      {"[::1", std::nullopt},
+      {"[::1]x", std::nullopt},
+      {"[]:1", std::nullopt},
+  };
+  for (const auto& t : cases) {
+    auto r = parse_master_address(t.in, 4506);
+    ASSERT_EQ(r.has_value(), t.out.has_value()) << t.in;
+    if (r) {
+      EXPECT_EQ(r->host, t.out->first) << t.in;
+      EXPECT_EQ(r->port, t.out->second) << t.in;
+    }
+  }
+}
