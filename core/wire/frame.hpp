@@ -40,6 +40,7 @@ class frame_parser {
   std::size_t pos_ = 0;
   std::size_t max_;
   error_code poisoned_;
+  object_scanner scan_;  // progress through the frame at pos_ (no rescans per feed)
 };
 
 }  // namespace sylvite::wire

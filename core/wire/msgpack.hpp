@@ -11,8 +11,10 @@
 // No Asio; pure functions. Thread-safety: plain functions.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
@@ -42,6 +44,8 @@ struct limits {
 // Encode one value. Never fails (every value model value is encodable).
 std::string pack(const value& v, packing p);
 inline std::string pack_payload(const value& v) { return pack(v, packing::salt_payload); }
+// Same as pack(), appending to out (no temporary string per nested value).
+void pack_append(std::string& out, const value& v, packing p);
 
 // Decode exactly one object occupying all of data. Map keys that are str/bin become
 // JSON keys; integer/bool/nil keys become their decimal/"true"/"false"/"null" text.
@@ -55,6 +59,28 @@ result<value> unpack_prefix(std::string_view data, std::size_t& consumed, const 
 // errc::incomplete if more bytes are needed; errc::too_large as soon as a declared
 // length or the running size passes lim.max_bytes.
 result<std::size_t> scan_object(std::string_view data, const limits& lim = {});
+
+// Resumable scan_object for a stream: call scan() again with the same object's bytes
+// grown at the end (its first byte must stay data[0]); work done by earlier calls is
+// not repeated, so a big object arriving in small reads costs linear time overall.
+// Same results as scan_object (also errc::too_deep past lim.max_depth). Call reset()
+// before scanning the next object. Thread-safety: one per stream, not shared.
+class object_scanner {
+ public:
+  explicit object_scanner(const limits& lim = {}) : lim_(lim) {}
+  result<std::size_t> scan(std::string_view data);
+  void reset() noexcept {
+    pos_ = 0;
+    done_ = false;
+    stack_.clear();
+  }
+
+ private:
+  limits lim_;
+  std::size_t pos_ = 0;                // offset of the next item not yet scanned
+  bool done_ = false;                  // pos_ is the size of a complete object
+  std::vector<std::uint64_t> stack_;   // items still expected in each open container
+};
 
 }  // namespace sylvite::wire
 
