@@ -1,0 +1,275 @@
+// sylvite::crypto helpers without keys: error category, hashes, hex/base64, randomness,
+// uuids, constant-time compare, Salt's clean_key and pem_finger.
+// Thread-safety: plain functions; OpenSSL's DRBG and digests are thread-safe.
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/crypto/rsa.hpp"
+
+namespace sylvite::crypto {
+
+namespace {
+
+class crypto_category_impl final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "sylvite.crypto"; }
+  std::string message(int ev) const override {
+    switch (static_cast<errc>(ev)) {
+      case errc::ok: return "ok";
+      case errc::bad_key: return "bad or unusable RSA key";
+      case errc::encrypt_failed: return "encryption failed";
+      case errc::decrypt_failed: return "decryption failed";
+      case errc::bad_signature: return "signature does not verify";
+      case errc::bad_mac: return "message authentication failed";
+      case errc::bad_format: return "malformed input";
+      case errc::bad_nonce: return "nonce verification failed";
+      case errc::stale_serial: return "message serial not newer than the last one";
+      case errc::unsupported_algo: return "unsupported algorithm";
+      case errc::openssl_error: return "OpenSSL error";
+    }
+    return "unknown crypto error";
+  }
+};
+
+const EVP_MD* md_by_name(std::string_view name) {
+  if (name == "sha256") return EVP_sha256();
+  if (name == "sha1") return EVP_sha1();
+  if (name == "sha224") return EVP_sha224();
+  if (name == "sha384") return EVP_sha384();
+  if (name == "sha512") return EVP_sha512();
+  if (name == "md5") return EVP_md5();
+  return nullptr;
+}
+
+bool digest(const EVP_MD* md, std::string_view data, std::string& out) {
+  unsigned char buf[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), buf, &len, md, nullptr) != 1) return false;
+  out.assign(reinterpret_cast<const char*>(buf), len);
+  return true;
+}
+
+// Python bytes.isspace() / bytes.strip() whitespace.
+bool is_bytes_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
+}
+// Python str.isspace() for ASCII (str.strip() also removes \x1c-\x1f).
+bool is_str_space(char c) { return is_bytes_space(c) || (c >= '\x1c' && c <= '\x1f'); }
+// Python str.splitlines() boundaries in the ASCII range (\r\n counts as one).
+bool is_line_break(char c) {
+  return c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c' || c == '\x1c' || c == '\x1d' ||
+         c == '\x1e';
+}
+
+int b64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+}  // namespace
+
+const boost::system::error_category& crypto_category() noexcept {
+  static const crypto_category_impl cat;
+  return cat;
+}
+
+std::string clean_key(std::string_view pem) {
+  // "\n".join(key.strip().splitlines())
+  std::size_t b = 0, e = pem.size();
+  while (b < e && is_str_space(pem[b])) ++b;
+  while (e > b && is_str_space(pem[e - 1])) --e;
+  std::string out;
+  out.reserve(e - b);
+  for (std::size_t i = b; i < e; ++i) {
+    char c = pem[i];
+    if (is_line_break(c)) {
+      if (c == '\r' && i + 1 < e && pem[i + 1] == '\n') ++i;
+      out.push_back('\n');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+result<std::string> pem_fingerprint(std::string_view pem, std::string_view hash_type) {
+  // salt.utils.crypt.pem_finger(path=...): the file's lines (split on \n, each keeping
+  // it), blank lines dropped, then the first and last remaining lines dropped, joined,
+  // "\r\n" -> "\n", hashed, hex with ':' between pairs.
+  const EVP_MD* md = md_by_name(hash_type);
+  if (md == nullptr) return errc::unsupported_algo;
+  std::vector<std::string_view> lines;
+  std::size_t pos = 0;
+  while (pos < pem.size()) {
+    std::size_t nl = pem.find('\n', pos);
+    std::size_t end = nl == std::string_view::npos ? pem.size() : nl + 1;
+    std::string_view line = pem.substr(pos, end - pos);
+    bool blank = true;
+    for (char c : line) {
+      if (!is_bytes_space(c)) {
+        blank = false;
+        break;
+      }
+    }
+    if (!blank) lines.push_back(line);
+    pos = end;
+  }
+  std::string body;
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i) body.append(lines[i]);
+  std::string norm;
+  norm.reserve(body.size());
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    if (body[i] == '\r' && i + 1 < body.size() && body[i + 1] == '\n') continue;
+    norm.push_back(body[i]);
+  }
+  std::string raw;
+  if (!digest(md, norm, raw)) return errc::openssl_error;
+  std::string h = hex(raw);
+  std::string out;
+  out.reserve(h.size() * 3 / 2);
+  for (std::size_t i = 0; i < h.size(); i += 2) {
+    if (i) out.push_back(':');
+    out.append(h, i, 2);
+  }
+  return out;
+}
+
+std::string sha256(std::string_view data) {
+  std::string out;
+  if (!digest(EVP_sha256(), data, out)) out.clear();
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) { return hex(sha256(data)); }
+
+result<std::string> hash_hex(std::string_view data, std::string_view hash_type) {
+  const EVP_MD* md = md_by_name(hash_type);
+  if (md == nullptr) return errc::unsupported_algo;
+  std::string out;
+  if (!digest(md, data, out)) return errc::openssl_error;
+  return hex(out);
+}
+
+std::string hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out(bytes.size() * 2, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    auto b = static_cast<unsigned char>(bytes[i]);
+    out[2 * i] = digits[b >> 4];
+    out[2 * i + 1] = digits[b & 0x0f];
+  }
+  return out;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  auto at = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
+  for (; i + 3 <= bytes.size(); i += 3) {
+    std::uint32_t v = (at(i) << 16) | (at(i + 1) << 8) | at(i + 2);
+    out.push_back(alphabet[(v >> 18) & 63]);
+    out.push_back(alphabet[(v >> 12) & 63]);
+    out.push_back(alphabet[(v >> 6) & 63]);
+    out.push_back(alphabet[v & 63]);
+  }
+  std::size_t rest = bytes.size() - i;
+  if (rest == 1) {
+    std::uint32_t v = at(i) << 16;
+    out.push_back(alphabet[(v >> 18) & 63]);
+    out.push_back(alphabet[(v >> 12) & 63]);
+    out.append("==");
+  } else if (rest == 2) {
+    std::uint32_t v = (at(i) << 16) | (at(i + 1) << 8);
+    out.push_back(alphabet[(v >> 18) & 63]);
+    out.push_back(alphabet[(v >> 12) & 63]);
+    out.push_back(alphabet[(v >> 6) & 63]);
+    out.push_back('=');
+  }
+  return out;
+}
+
+result<std::string> base64_decode(std::string_view text) {
+  // Standard alphabet, '=' padding required (as Python's b64decode). ASCII whitespace
+  // (a key file's trailing newline) is skipped; any other character is refused
+  // (Python would silently drop it; we are stricter on purpose).
+  std::string clean;
+  clean.reserve(text.size());
+  for (char c : text) {
+    if (is_bytes_space(c)) continue;
+    if (c != '=' && b64_value(c) < 0) return errc::bad_format;
+    clean.push_back(c);
+  }
+  if (clean.size() % 4 != 0) return errc::bad_format;
+  std::size_t pad = 0;
+  if (!clean.empty() && clean.back() == '=') ++pad;
+  if (clean.size() >= 2 && clean[clean.size() - 2] == '=') ++pad;
+  for (std::size_t k = 0; k + pad < clean.size(); ++k)
+    if (clean[k] == '=') return errc::bad_format;  // '=' only at the end
+  std::string out;
+  out.reserve(clean.size() / 4 * 3);
+  for (std::size_t i = 0; i < clean.size(); i += 4) {
+    std::uint32_t v = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      int d = clean[i + k] == '=' ? 0 : b64_value(clean[i + k]);
+      v = (v << 6) | static_cast<std::uint32_t>(d);
+    }
+    out.push_back(static_cast<char>((v >> 16) & 0xff));
+    out.push_back(static_cast<char>((v >> 8) & 0xff));
+    out.push_back(static_cast<char>(v & 0xff));
+  }
+  out.resize(out.size() - pad);
+  return out;
+}
+
+std::string random_bytes(std::size_t n) {
+  std::string out(n, '\0');
+  if (n == 0) return out;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+    // Handing out predictable key material would be worse than stopping: the DRBG only
+    // fails when the OS entropy source is gone.
+    std::fputs("sylvite: OpenSSL RAND_bytes failed, aborting\n", stderr);
+    std::abort();
+  }
+  return out;
+}
+
+std::string uuid4() {
+  std::string r = random_bytes(16);
+  r[6] = static_cast<char>((static_cast<unsigned char>(r[6]) & 0x0f) | 0x40);
+  r[8] = static_cast<char>((static_cast<unsigned char>(r[8]) & 0x3f) | 0x80);
+  std::string h = hex(r);
+  return h.substr(0, 8) + '-' + h.substr(8, 4) + '-' + h.substr(12, 4) + '-' + h.substr(16, 4) +
+         '-' + h.substr(20, 12);
+}
+
+std::string uuid4_hex() {
+  std::string u = uuid4();
+  std::string out;
+  out.reserve(32);
+  for (char c : u)
+    if (c != '-') out.push_back(c);
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  if (a.empty()) return true;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace sylvite::crypto
