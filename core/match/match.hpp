@@ -9,9 +9,12 @@
 //   pillar   as grain, against pillar
 //   ipcidr   id's ipv4 grain in a CIDR
 //   compound "G@os:Debian and web* or not L@a,b" with G@ E@ P@ L@ I@ J@ S@ N@ R@,
-//            and/or/not and parentheses; a bare word is a glob
+//            and/or/not and parentheses; a bare word is a glob. R@ (range server) is
+//            not available, as in a Salt without seco.range: the compound matches nothing.
+//   grain/pillar values and patterns are compared lower-cased (Salt's subdict_match).
 // Thread-safety: pure functions.
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,5 +49,24 @@ struct check_result {
   std::vector<std::string> minions;  // sorted
   bool needs_broadcast = false;      // true unless tgt_type is glob/pcre/list (topic filter)
 };
+
+// tgt_type: glob, pcre, list (ids only), grain, grain_pcre, pillar, pillar_pcre,
+// pillar_exact, ipcidr (cached grains/pillar from facts_of), compound,
+// compound_pillar_exact, nodegroup (tgt = group name, expanded from nodegroups).
+// Data-needing checks include a minion whose data is unknown (nullptr) iff greedy.
+// facts_of is called only when a target needs data. An invalid compound selects nobody.
+check_result check_minions(const wire::value& tgt, std::string_view tgt_type,
+                           const std::vector<std::string>& accepted_ids,
+                           const std::function<minion_facts(const std::string&)>& facts_of, bool greedy = true,
+                           char delimiter = ':', const std::map<std::string, std::string>* nodegroups = nullptr);
+
+// pillar_exact: as data_match, but the value must equal (case-insensitively) the last part.
+bool data_match_exact(const wire::value& data, std::string_view expr, char delimiter = ':');
+// ipcidr on a grains map: tgt is an address (member of grains ipv4/ipv6) or a network in
+// CIDR form with no host bits set (Python ipaddress strict); invalid tgt -> false.
+bool ipcidr_match(const wire::value& grains, std::string_view tgt);
+// salt.utils.minions.nodegroup_comp: the compound words a nodegroup expands to ({} if unknown).
+std::vector<std::string> expand_nodegroup_words(const std::string& name,
+                                                const std::map<std::string, std::string>& nodegroups);
 
 }  // namespace sylvite::match
