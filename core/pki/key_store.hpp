@@ -27,6 +27,9 @@ std::optional<key_state> parse_state(std::string_view s);  // also accepts salt-
 
 // Salt's valid_id: non-empty, no '/', '\\', NUL, not "." or "..", at most 255 bytes.
 bool valid_id(std::string_view id);
+// valid_id(id) and <dir>/<id>, symlinks resolved, is an entry directly inside dir
+// (Salt's clean_path(pki_dir, id) with realpath). Use on untrusted ids before touching dir.
+bool valid_id(const std::filesystem::path& dir, std::string_view id);
 
 class key_store {
  public:
