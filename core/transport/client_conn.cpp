@@ -1,0 +1,199 @@
+// sylvite::transport client plumbing: connector (resolve + connect with a deadline) and
+// client_conn (read loop into a frame_parser, bounded write queue).
+// Thread-safety: strand-confined, see detail/client.hpp.
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+#include <spdlog/spdlog.h>
+#include <sys/un.h>
+
+#include "core/transport/detail/client.hpp"
+
+namespace sylvite::transport::detail {
+
+namespace {
+constexpr std::size_t initial_read_buffer = 4096;
+constexpr std::size_t max_read_buffer = 64 * 1024;
+}  // namespace
+
+// ---------------------------------------------------------------------------------
+// connector
+
+connector::connector(client_strand strand, endpoint ep, options opt)
+    : strand_(strand), ep_(std::move(ep)), opt_(std::move(opt)), resolver_(strand), timer_(strand), sock_(strand) {}
+
+void connector::start(done_fn done) {
+  done_ = std::move(done);
+  timer_.expires_after(opt_.connect_timeout);
+  timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (!ec) self->finish(make_error_code(errc::timeout));
+  });
+  if (is_unix(ep_)) {
+    if (ep_.unix_path.size() >= sizeof(sockaddr_un::sun_path)) {
+      last_error_ = error_code(ENAMETOOLONG, boost::system::system_category());
+      finish(make_error_code(errc::connect_failed));
+      return;
+    }
+    targets_.emplace_back(asio::local::stream_protocol::endpoint(ep_.unix_path));
+    try_next();
+    return;
+  }
+  const std::string host = ep_.host.empty() ? std::string("127.0.0.1") : ep_.host;
+  error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (!ec) {
+    targets_.emplace_back(asio::ip::tcp::endpoint(addr, ep_.port));
+    try_next();
+    return;
+  }
+  resolver_.async_resolve(host, std::to_string(ep_.port),
+                          [self = shared_from_this()](const error_code& rec,
+                                                      asio::ip::tcp::resolver::results_type results) {
+                            if (self->finished_) return;
+                            if (rec || results.empty()) {
+                              self->last_error_ = rec;
+                              spdlog::debug("transport: cannot resolve {}: {}", self->ep_.host,
+                                            rec ? rec.message() : "no address");
+                              self->finish(make_error_code(errc::resolve_failed));
+                              return;
+                            }
+                            for (const auto& r : results) self->targets_.emplace_back(r.endpoint());
+                            self->try_next();
+                          });
+}
+
+void connector::try_next() {
+  if (finished_) return;
+  if (next_ >= targets_.size()) {
+    spdlog::debug("transport: connect to {} failed: {}", describe(ep_), last_error_.message());
+    finish(make_error_code(errc::connect_failed));
+    return;
+  }
+  error_code ec;
+  sock_.close(ec);
+  const auto target = targets_[next_++];
+  sock_.async_connect(target, [self = shared_from_this()](const error_code& cec) {
+    if (self->finished_) return;
+    if (cec) {
+      self->last_error_ = cec;
+      self->try_next();
+      return;
+    }
+    self->finish({});
+  });
+}
+
+void connector::cancel() { finish(make_error_code(errc::closed)); }
+
+void connector::finish(error_code ec) {
+  if (finished_) return;
+  finished_ = true;
+  timer_.cancel();
+  resolver_.cancel();
+  if (ec) {
+    error_code ignored;
+    sock_.close(ignored);
+  } else if (!is_unix(ep_)) {
+    apply_tcp_options(sock_.native_handle(), opt_);
+  }
+  auto done = std::move(done_);
+  done_ = nullptr;
+  if (done) done(ec, std::move(sock_));
+}
+
+// ---------------------------------------------------------------------------------
+// client_conn
+
+client_conn::client_conn(client_socket sock, const options& opt, std::string peer)
+    : sock_(std::move(sock)),
+      parser_(opt.max_frame_size),
+      peer_(std::move(peer)),
+      max_queue_bytes_(opt.max_queue_bytes),
+      max_queue_frames_(opt.max_queue_frames) {}
+
+void client_conn::start_read(frame_fn on_frame, lost_fn on_lost) {
+  on_frame_ = std::move(on_frame);
+  on_lost_ = std::move(on_lost);
+  rbuf_.resize(initial_read_buffer);
+  read_more();
+}
+
+void client_conn::read_more() {
+  sock_.async_read_some(asio::buffer(rbuf_), [self = shared_from_this()](const error_code& ec, std::size_t n) {
+    if (self->closed_) return;
+    if (ec) {
+      self->lose(ec);
+      return;
+    }
+    self->parser_.feed(std::string_view(self->rbuf_.data(), n));
+    for (;;) {
+      auto r = self->parser_.next();
+      if (!r) {
+        spdlog::warn("transport: closing connection to {}: malformed input ({})", self->peer_, r.error().message());
+        self->lose(make_error_code(errc::bad_frame));
+        return;
+      }
+      if (!*r) break;
+      if (self->on_frame_) self->on_frame_(std::move(**r));
+      if (self->closed_) return;
+    }
+    // Grow on demand: a full buffer means more is probably waiting.
+    if (n == self->rbuf_.size() && self->rbuf_.size() < max_read_buffer) self->rbuf_.resize(self->rbuf_.size() * 2);
+    self->read_more();
+  });
+}
+
+bool client_conn::write(std::shared_ptr<const std::string> frame) {
+  if (closed_ || !frame) return false;
+  if (queued_bytes_ + frame->size() > max_queue_bytes_ || queue_.size() + writing_.size() + 1 > max_queue_frames_) {
+    return false;
+  }
+  queued_bytes_ += frame->size();
+  queue_.push_back(std::move(frame));
+  if (!write_active_) write_pending();
+  return true;
+}
+
+void client_conn::write_pending() {
+  writing_.swap(queue_);
+  std::vector<asio::const_buffer> bufs;
+  bufs.reserve(writing_.size());
+  for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
+  write_active_ = true;
+  asio::async_write(sock_, bufs, [self = shared_from_this()](const error_code& ec, std::size_t) {
+    for (const auto& f : self->writing_) self->queued_bytes_ -= f->size();
+    self->writing_.clear();
+    self->write_active_ = false;
+    if (self->closed_) return;
+    if (ec) {
+      self->lose(ec);
+      return;
+    }
+    if (!self->queue_.empty()) self->write_pending();
+  });
+}
+
+void client_conn::lose(error_code ec) {
+  if (closed_) return;
+  if (ec == asio::error::eof || ec == asio::error::operation_aborted) {
+    spdlog::debug("transport: connection to {} closed: {}", peer_, ec.message());
+  } else {
+    spdlog::info("transport: connection to {} lost: {}", peer_, ec.message());
+  }
+  auto cb = std::move(on_lost_);
+  close();
+  if (cb) cb(ec);
+}
+
+void client_conn::close() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ec;
+  sock_.shutdown(asio::socket_base::shutdown_both, ec);
+  sock_.close(ec);
+  queue_.clear();
+  // on_frame_ may be running right now (close() from inside it): keep the callbacks;
+  // owners capture weak pointers, so this makes no cycle.
+}
+
+}  // namespace sylvite::transport::detail

@@ -1,0 +1,121 @@
+// sylvite::transport server internals: server_session (one accepted connection: read
+// loop into a frame_parser, bounded write queue) and server_base (listener, accept loop,
+// connection registry, stop). req_server and pub_server derive their impl from server_base.
+// Thread-safety: server_session::send/close/alive/peer are thread-safe; everything else
+// in a session runs on its strand. server_base methods are thread-safe; hooks are called
+// on the strand of the session concerned.
+#pragma once
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/basic_stream_socket.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/transport/detail/common.hpp"
+
+namespace sylvite::transport::detail {
+
+using server_strand = asio::strand<asio::io_context::executor_type>;
+using server_socket = asio::basic_stream_socket<asio::generic::stream_protocol, server_strand>;
+
+class server_session;
+
+// What a session reports to its server. Both calls happen on the session strand.
+struct session_hooks {
+  virtual ~session_hooks() = default;
+  virtual void on_frame(const std::shared_ptr<server_session>& s, wire::frame&& f) = 0;
+  // Exactly once for every started session, after the socket was closed.
+  virtual void on_session_closed(const std::shared_ptr<server_session>& s) = 0;
+};
+
+class server_session : public std::enable_shared_from_this<server_session> {
+ public:
+  server_session(server_socket sock, const options& opt, peer_info peer, std::weak_ptr<session_hooks> hooks);
+  server_session(const server_session&) = delete;
+  server_session& operator=(const server_session&) = delete;
+
+  void start();
+  // Queue a complete frame (any thread). false if the session is closed or the queue
+  // overflowed (then the session is being disconnected, logged once).
+  bool send(std::shared_ptr<const std::string> frame);
+  // Close the connection (any thread); pending writes are dropped.
+  void close();
+  bool alive() const noexcept { return !closed_.load(std::memory_order_acquire); }
+  const peer_info& peer() const noexcept { return peer_; }
+  std::uint64_t id() const noexcept { return peer_.conn_id; }
+
+ private:
+  void wait_readable();
+  void on_readable(const error_code& ec);
+  void enqueue(std::shared_ptr<const std::string> frame);
+  void write_pending();
+  void on_written(const error_code& ec);
+  void do_close();
+
+  server_socket sock_;
+  wire::frame_parser parser_;
+  peer_info peer_;
+  std::weak_ptr<session_hooks> hooks_;
+  std::size_t max_queue_bytes_;
+  std::size_t max_queue_frames_;
+  // Admission counters cover frames posted, queued and being written (any thread).
+  std::atomic<std::size_t> queued_bytes_{0};
+  std::atomic<std::size_t> queued_frames_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> overflow_logged_{false};
+  // Strand-only state.
+  std::vector<std::shared_ptr<const std::string>> queue_;
+  std::vector<std::shared_ptr<const std::string>> writing_;
+  bool write_active_ = false;
+  bool close_done_ = false;
+  char peek_byte_ = 0;
+};
+
+class server_base : public session_hooks, public std::enable_shared_from_this<server_base> {
+ public:
+  server_base(asio::io_context& io, endpoint ep, options opt, const char* kind);
+  ~server_base() override;
+  result<void> start();
+  void stop();
+  std::uint16_t bound_port() const noexcept { return port_.load(); }
+  std::size_t connection_count() const;
+
+ protected:
+  void on_session_closed(const std::shared_ptr<server_session>& s) override;
+
+  asio::io_context& io_;
+  const options opt_;
+  const char* kind_;  // "req" / "pub", for log lines
+  mutable std::mutex mu_;  // guards conns_ (and derived registries)
+  std::unordered_map<std::uint64_t, std::weak_ptr<server_session>> conns_;
+
+ private:
+  result<void> prepare_unix_path();
+  void accept_next();  // acc_mu_ held
+  void on_accept(const error_code& ec, server_socket sock);
+
+  endpoint ep_;
+  std::mutex acc_mu_;  // guards acceptor_ and retry_timer_
+  asio::basic_socket_acceptor<asio::generic::stream_protocol> acceptor_;
+  asio::steady_timer retry_timer_;
+  bool is_tcp_ = false;
+  bool created_unix_ = false;
+  unsigned long unix_dev_ = 0, unix_ino_ = 0;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::uint16_t> port_{0};
+  std::atomic<std::uint64_t> next_conn_id_{1};
+  std::chrono::steady_clock::time_point last_accept_log_{};
+};
+
+}  // namespace sylvite::transport::detail

@@ -1,0 +1,864 @@
+// Unit tests for sylvite::transport with real sockets on 127.0.0.1 and Unix sockets in
+// a temp dir. Synchronisation uses futures / condition variables with generous
+// deadlines; nothing sleeps to wait for an event.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_future.hpp>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/transport/transport.hpp"
+
+namespace {
+
+// SYLVITE_TEST_LOG=debug turns on transport logging while debugging a test.
+const bool log_level_set = [] {
+  if (const char* lvl = std::getenv("SYLVITE_TEST_LOG")) spdlog::set_level(spdlog::level::from_str(lvl));
+  return true;
+}();
+
+using namespace std::chrono_literals;
+using namespace sylvite;
+namespace tr = sylvite::transport;
+namespace asio = boost::asio;
+using wire::value;
+
+constexpr auto kWait = 30s;  // generous bound for anything that should happen "soon"
+
+// An io_context run by two threads (the daemons' model).
+struct io_pool {
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> guard{io.get_executor()};
+  std::vector<std::thread> threads;
+  explicit io_pool(int n = 2) {
+    for (int i = 0; i < n; ++i) threads.emplace_back([this] { io.run(); });
+  }
+  ~io_pool() {
+    guard.reset();
+    io.stop();
+    for (auto& t : threads) t.join();
+  }
+};
+
+// Counter with a condition variable: wait until it reaches a value.
+struct counter {
+  std::mutex mu;
+  std::condition_variable cv;
+  int n = 0;
+  void add(int k = 1) {
+    {
+      std::lock_guard lk(mu);
+      n += k;
+    }
+    cv.notify_all();
+  }
+  bool wait_for(int target, std::chrono::seconds d = kWait) {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, d, [&] { return n >= target; });
+  }
+  int get() {
+    std::lock_guard lk(mu);
+    return n;
+  }
+};
+
+// Wait for a condition that has no event of its own (e.g. a connection count),
+// bounded by kWait.
+template <class Pred>
+bool eventually(Pred p) {
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!p()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+template <class T>
+T get(std::future<T>& f) {
+  if (f.wait_for(kWait) != std::future_status::ready) {
+    ADD_FAILURE() << "future not ready in time";
+    std::abort();  // a hung transport would otherwise hang the whole suite
+  }
+  return f.get();
+}
+
+tr::endpoint local_tcp(std::uint16_t port = 0) { return tr::endpoint{"127.0.0.1", port, {}}; }
+tr::endpoint local_unix(const std::string& path) { return tr::endpoint{{}, 0, path}; }
+
+std::string temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "sylvite-transport-XXXXXX").string();
+  char* d = ::mkdtemp(tmpl.data());
+  return d ? std::string(d) : std::string();
+}
+
+struct temp_dir_guard {
+  std::string path = temp_dir();
+  ~temp_dir_guard() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+tr::request_handler echo_handler() {
+  return [](value body, std::shared_ptr<tr::responder> r) { r->reply(value{{"echo", std::move(body)}}); };
+}
+
+std::optional<std::string> id_of(const value& body) {
+  auto id = wire::get_text(body, "id");
+  if (!id || id->empty()) return std::nullopt;
+  return std::string(*id);
+}
+
+std::shared_ptr<const std::string> pub_frame(const value& body) {
+  return std::make_shared<const std::string>(wire::pack_frame(value::object(), body));
+}
+
+// Blocking raw TCP connection for misbehaving peers.
+struct raw_conn {
+  int fd = -1;
+  explicit raw_conn(std::uint16_t port, int rcvbuf = 0) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    timeval tv{static_cast<time_t>(kWait.count()), 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~raw_conn() {
+    if (fd >= 0) ::close(fd);
+  }
+  bool write_all(const std::string& s) {
+    std::size_t off = 0;
+    while (off < s.size()) {
+      auto n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  // Read until EOF/error; true if the peer closed (EOF or reset), false on timeout.
+  bool wait_closed() {
+    char buf[4096];
+    for (;;) {
+      auto n = ::recv(fd, buf, sizeof buf, 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------
+
+TEST(transport, errc_category) {
+  error_code ec = tr::errc::timeout;
+  EXPECT_EQ(ec.category(), tr::transport_category());
+  EXPECT_FALSE(ec.message().empty());
+}
+
+TEST(transport, roundtrip_tcp) {
+  io_pool pool;
+  tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
+  ASSERT_TRUE(srv.start());
+  ASSERT_NE(srv.bound_port(), 0);
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  for (int i = 0; i < 3; ++i) {
+    auto f = asio::co_spawn(pool.io, c->request(value{{"cmd", "ping"}, {"i", i}}, 10s), asio::use_future);
+    auto r = get(f);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ((*r)["echo"]["cmd"], "ping");
+    EXPECT_EQ((*r)["echo"]["i"], i);
+  }
+  EXPECT_EQ(srv.connection_count(), 1u);
+  EXPECT_EQ(c->remote().port, srv.bound_port());
+}
+
+TEST(transport, reply_echoes_head_unchanged) {
+  io_pool pool;
+  tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
+  ASSERT_TRUE(srv.start());
+  raw_conn raw(srv.bound_port());
+  ASSERT_GE(raw.fd, 0);
+  value head{{"mid", "1b4e28ba-2fa1-41d2-883f-0016d3cca427"}, {"extra", 7}};
+  ASSERT_TRUE(raw.write_all(wire::pack_frame(head, value{{"x", 1}})));
+  wire::frame_parser parser;
+  std::optional<wire::frame> got;
+  char buf[4096];
+  while (!got) {
+    auto n = ::recv(raw.fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0);
+    parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    auto r = parser.next();
+    ASSERT_TRUE(r);
+    got = std::move(*r);
+  }
+  EXPECT_EQ(got->head, head);
+  EXPECT_EQ(got->body["echo"]["x"], 1);
+}
+
+TEST(transport, thousand_requests_in_flight_answered_out_of_order) {
+  constexpr int N = 1000;
+  io_pool pool;
+  std::mutex mu;
+  std::vector<std::pair<value, std::shared_ptr<tr::responder>>> held;
+  counter received;
+  tr::req_server srv(pool.io, local_tcp(), {}, [&](value body, std::shared_ptr<tr::responder> r) {
+    {
+      std::lock_guard lk(mu);
+      held.emplace_back(std::move(body), std::move(r));
+    }
+    received.add();
+  });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  std::vector<std::future<result<value>>> futures;
+  for (int i = 0; i < N; ++i) {
+    futures.push_back(asio::co_spawn(pool.io, c->request(value{{"n", i}}, 60s), asio::use_future));
+  }
+  ASSERT_TRUE(received.wait_for(N));
+  {
+    // Reply in reverse arrival order, from this (non-io) thread.
+    std::lock_guard lk(mu);
+    for (auto it = held.rbegin(); it != held.rend(); ++it) it->second->reply(value{{"n2", it->first["n"]}});
+  }
+  for (int i = 0; i < N; ++i) {
+    auto r = get(futures[static_cast<std::size_t>(i)]);
+    ASSERT_TRUE(r) << i << ": " << r.error().message();
+    EXPECT_EQ((*r)["n2"], i);
+  }
+  EXPECT_EQ(srv.connection_count(), 1u);
+}
+
+TEST(transport, request_timeout) {
+  io_pool pool;
+  std::mutex mu;
+  std::vector<std::shared_ptr<tr::responder>> held;  // never answered
+  tr::req_server srv(pool.io, local_tcp(), {}, [&](value, std::shared_ptr<tr::responder> r) {
+    std::lock_guard lk(mu);
+    held.push_back(std::move(r));
+  });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  auto f = asio::co_spawn(pool.io, c->request(value{{"x", 1}}, 200ms), asio::use_future);
+  auto r = get(f);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), make_error_code(tr::errc::timeout));
+  // A late reply to the timed-out request is dropped; the client keeps working.
+  {
+    std::lock_guard lk(mu);
+    ASSERT_EQ(held.size(), 1u);
+    held[0]->reply(value("late"));
+  }
+  auto f2 = asio::co_spawn(pool.io, c->request(value{{"x", 2}}, 200ms), asio::use_future);
+  auto r2 = get(f2);
+  ASSERT_FALSE(r2);
+  EXPECT_EQ(r2.error(), make_error_code(tr::errc::timeout));
+}
+
+TEST(transport, server_close_fails_pending_then_reconnects) {
+  io_pool pool;
+  counter got;
+  std::mutex mu;
+  std::vector<std::shared_ptr<tr::responder>> held;
+  auto srv1 = std::make_unique<tr::req_server>(pool.io, local_tcp(), tr::options{},
+                                               [&](value, std::shared_ptr<tr::responder> r) {
+                                                 {
+                                                   std::lock_guard lk(mu);
+                                                   held.push_back(std::move(r));
+                                                 }
+                                                 got.add();
+                                               });
+  ASSERT_TRUE(srv1->start());
+  const auto port = srv1->bound_port();
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(port));
+  auto f1 = asio::co_spawn(pool.io, c->request(value{{"a", 1}}, 60s), asio::use_future);
+  auto f2 = asio::co_spawn(pool.io, c->request(value{{"a", 2}}, 60s), asio::use_future);
+  ASSERT_TRUE(got.wait_for(2));
+  srv1->stop();
+  for (auto* f : {&f1, &f2}) {
+    auto r = get(*f);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), make_error_code(tr::errc::disconnected));
+  }
+  {
+    std::lock_guard lk(mu);
+    EXPECT_FALSE(held[0]->alive());
+    held[0]->reply(value("dropped silently"));
+    EXPECT_FALSE(held[1]->push(value("gone")));
+  }
+  // Nobody listening: the next request fails to connect, lazily.
+  auto f3 = asio::co_spawn(pool.io, c->request(value{{"a", 3}}, 10s), asio::use_future);
+  auto r3 = get(f3);
+  ASSERT_FALSE(r3);
+  EXPECT_EQ(r3.error(), make_error_code(tr::errc::connect_failed));
+  // A new server on the same port: the next request reconnects.
+  tr::req_server srv2(pool.io, local_tcp(port), {}, echo_handler());
+  ASSERT_TRUE(srv2.start());
+  auto f4 = asio::co_spawn(pool.io, c->request(value{{"a", 4}}, 10s), asio::use_future);
+  auto r4 = get(f4);
+  ASSERT_TRUE(r4) << r4.error().message();
+  EXPECT_EQ((*r4)["echo"]["a"], 4);
+}
+
+TEST(transport, garbage_closes_only_that_connection) {
+  io_pool pool;
+  tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  auto f1 = asio::co_spawn(pool.io, c->request(value{{"a", 1}}, 10s), asio::use_future);
+  ASSERT_TRUE(get(f1));
+  raw_conn raw(srv.bound_port());
+  ASSERT_GE(raw.fd, 0);
+  ASSERT_TRUE(raw.write_all(std::string("\xc1\xc1 GET / HTTP/1.0\r\n\r\n", 20)));
+  EXPECT_TRUE(raw.wait_closed());
+  // Not a map at all (a positive fixint), on another connection.
+  raw_conn raw2(srv.bound_port());
+  ASSERT_TRUE(raw2.write_all("GET / HTTP/1.0\r\n\r\n"));
+  EXPECT_TRUE(raw2.wait_closed());
+  auto f2 = asio::co_spawn(pool.io, c->request(value{{"a", 2}}, 10s), asio::use_future);
+  auto r2 = get(f2);
+  ASSERT_TRUE(r2) << r2.error().message();
+  EXPECT_EQ((*r2)["echo"]["a"], 2);
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
+}
+
+TEST(transport, oversized_frame_closes_connection) {
+  io_pool pool;
+  tr::options opt;
+  opt.max_frame_size = 1024;
+  counter handled;
+  tr::req_server srv(pool.io, local_tcp(), opt, [&](value body, std::shared_ptr<tr::responder> r) {
+    handled.add();
+    r->reply(std::move(body));
+  });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  auto f1 = asio::co_spawn(pool.io, c->request(value{{"blob", std::string(4096, 'x')}}, 10s), asio::use_future);
+  auto r1 = get(f1);
+  ASSERT_FALSE(r1);
+  EXPECT_EQ(r1.error(), make_error_code(tr::errc::disconnected));
+  EXPECT_EQ(handled.get(), 0);
+  // Small requests still work (on a new connection).
+  auto f2 = asio::co_spawn(pool.io, c->request(value{{"small", 1}}, 10s), asio::use_future);
+  auto r2 = get(f2);
+  ASSERT_TRUE(r2) << r2.error().message();
+  EXPECT_EQ((*r2)["small"], 1);
+}
+
+TEST(transport, handler_exception_keeps_serving) {
+  io_pool pool;
+  tr::req_server srv(pool.io, local_tcp(), {}, [](value body, std::shared_ptr<tr::responder> r) {
+    if (body.is_object() && body.contains("boom")) throw std::runtime_error("boom");
+    r->reply(std::move(body));
+  });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  auto f1 = asio::co_spawn(pool.io, c->request(value{{"boom", 1}}, 300ms), asio::use_future);
+  EXPECT_EQ(get(f1).error(), make_error_code(tr::errc::timeout));
+  auto f2 = asio::co_spawn(pool.io, c->request(value{{"ok", 1}}, 10s), asio::use_future);
+  EXPECT_TRUE(get(f2));
+}
+
+TEST(transport, streaming_replies) {
+  io_pool pool;
+  tr::req_server srv(pool.io, local_tcp(), {}, [](value body, std::shared_ptr<tr::responder> r) {
+    // Answer from another thread, as a worker pool would.
+    std::thread([body = std::move(body), r] {
+      for (int i = 0; i < body["count"].get<int>(); ++i) EXPECT_TRUE(r->push(value{{"item", i}}));
+      r->reply(value{{"done", true}});
+      EXPECT_FALSE(r->push(value("after reply")));
+    }).detach();
+  });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  std::vector<int> items;  // on_item runs on the client strand, one at a time
+  auto f = asio::co_spawn(
+      pool.io,
+      c->request_stream(value{{"count", 5}}, [&](const value& v) { items.push_back(v["item"].get<int>()); }, 10s),
+      asio::use_future);
+  auto r = get(f);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ((*r)["done"], true);
+  EXPECT_EQ(items, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(transport, unix_socket_request_once) {
+  temp_dir_guard dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string path = dir.path + "/master.sock";
+  io_pool pool;
+  auto srv = std::make_unique<tr::req_server>(
+      pool.io, local_unix(path), tr::options{}, [](value body, std::shared_ptr<tr::responder> r) {
+        EXPECT_EQ(r->peer().address, "unix");
+        if (body.contains("stream")) {
+          r->push(value("one"));
+          r->push(value("two"));
+        }
+        r->reply(value{{"echo", std::move(body)}});
+      });
+  ASSERT_TRUE(srv->start());
+  struct stat st{};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  auto r = tr::request_once(local_unix(path), value{{"cmd", "test.ping"}}, 10s);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ((*r)["echo"]["cmd"], "test.ping");
+
+  std::vector<std::string> items;
+  auto rs = tr::request_stream_once(
+      local_unix(path), value{{"stream", true}},
+      [&](const value& v) { items.emplace_back(*wire::as_text(v)); }, 10s);
+  ASSERT_TRUE(rs) << rs.error().message();
+  EXPECT_EQ(items, (std::vector<std::string>{"one", "two"}));
+
+  // A second server on a live socket is refused; the first keeps its file.
+  tr::req_server dup(pool.io, local_unix(path), {}, echo_handler());
+  EXPECT_FALSE(dup.start());
+  EXPECT_TRUE(tr::request_once(local_unix(path), value("still there"), 10s));
+
+  // stop() removes the socket file; a request then fails to connect.
+  srv->stop();
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+  auto gone = tr::request_once(local_unix(path), value("x"), 10s);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error(), make_error_code(tr::errc::connect_failed));
+}
+
+TEST(transport, unix_socket_stale_file_replaced_non_socket_refused) {
+  temp_dir_guard dir;
+  const std::string path = dir.path + "/stale.sock";
+  {
+    // Leave a socket file nobody listens on.
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un sun{};
+    sun.sun_family = AF_UNIX;
+    std::strncpy(sun.sun_path, path.c_str(), sizeof sun.sun_path - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sun), sizeof sun), 0);
+    ::close(fd);
+  }
+  io_pool pool;
+  tr::req_server srv(pool.io, local_unix(path), {}, echo_handler());
+  ASSERT_TRUE(srv.start());
+  EXPECT_TRUE(tr::request_once(local_unix(path), value("x"), 10s));
+
+  const std::string file = dir.path + "/regular";
+  std::ofstream(file) << "data";
+  tr::req_server bad(pool.io, local_unix(file), {}, echo_handler());
+  EXPECT_FALSE(bad.start());
+  std::ifstream in(file);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "data");
+}
+
+TEST(transport, pub_broadcast_to_200_connections) {
+  constexpr int N = 200;
+  io_pool pool;
+  counter online;
+  tr::pub_server srv(
+      pool.io, local_tcp(), {}, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool up) {
+        if (up) online.add();
+      });
+  ASSERT_TRUE(srv.start());
+  counter received;
+  std::vector<std::atomic<int>> per_client(N);
+  std::vector<std::shared_ptr<tr::pub_client>> clients;
+  std::vector<std::future<result<void>>> connects;
+  for (int i = 0; i < N; ++i) {
+    auto c = tr::pub_client::create(pool.io.get_executor());
+    connects.push_back(asio::co_spawn(pool.io,
+                                      c->connect(
+                                          local_tcp(srv.bound_port()), value{{"id", "minion-" + std::to_string(i)}},
+                                          [&, i](value body) {
+                                            EXPECT_EQ(body["job"], 1);
+                                            per_client[static_cast<std::size_t>(i)]++;
+                                            received.add();
+                                          },
+                                          [](error_code) {}),
+                                      asio::use_future));
+    clients.push_back(std::move(c));
+  }
+  for (auto& f : connects) {
+    auto r = get(f);
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  ASSERT_TRUE(online.wait_for(N));
+  EXPECT_EQ(srv.connection_count(), static_cast<std::size_t>(N));
+  EXPECT_EQ(srv.connected_ids().size(), static_cast<std::size_t>(N));
+  EXPECT_TRUE(srv.is_connected("minion-7"));
+  srv.publish_all(pub_frame(value{{"job", 1}}));
+  ASSERT_TRUE(received.wait_for(N));
+  for (auto& n : per_client) EXPECT_EQ(n.load(), 1);
+  for (auto& c : clients) c->close();
+}
+
+TEST(transport, publish_to_reaches_only_identified_ids) {
+  io_pool pool;
+  counter hellos, online;
+  tr::pub_server srv(
+      pool.io, local_tcp(), {},
+      [&](const value& body, const tr::peer_info&) {
+        hellos.add();
+        return id_of(body);  // "" -> not identified
+      },
+      [&](const std::string&, bool up) {
+        if (up) online.add();
+      });
+  ASSERT_TRUE(srv.start());
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> got;
+  counter broadcasts;
+  std::vector<std::shared_ptr<tr::pub_client>> clients;
+  for (std::string name : {"a", "b", "anon"}) {
+    auto c = tr::pub_client::create(pool.io.get_executor());
+    auto f = asio::co_spawn(pool.io,
+                            c->connect(
+                                local_tcp(srv.bound_port()), value{{"id", name == "anon" ? "" : name}},
+                                [&, name](value body) {
+                                  std::string what(*wire::as_text(body["what"]));
+                                  {
+                                    std::lock_guard lk(mu);
+                                    got[name].push_back(what);
+                                  }
+                                  if (what == "all") broadcasts.add();
+                                },
+                                [](error_code) {}),
+                            asio::use_future);
+    ASSERT_TRUE(get(f));
+    clients.push_back(c);
+  }
+  ASSERT_TRUE(hellos.wait_for(3));
+  ASSERT_TRUE(online.wait_for(2));
+  EXPECT_EQ(srv.connected_ids(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(srv.is_connected("anon"));
+  srv.publish_to(pub_frame(value{{"what", "to-a"}}), {"a", "a", "nobody"});
+  srv.publish_to(pub_frame(value{{"what", "to-nobody"}}), {"nobody"});
+  srv.publish_all(pub_frame(value{{"what", "all"}}));
+  ASSERT_TRUE(broadcasts.wait_for(3));
+  std::lock_guard lk(mu);
+  EXPECT_EQ(got["a"], (std::vector<std::string>{"to-a", "all"}));
+  EXPECT_EQ(got["b"], (std::vector<std::string>{"all"}));
+  EXPECT_EQ(got["anon"], (std::vector<std::string>{"all"}));
+}
+
+TEST(transport, slow_reader_disconnected_others_keep_receiving) {
+  io_pool pool;
+  tr::options opt;
+  opt.max_queue_bytes = 256 * 1024;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<std::string, bool>> presence;
+  tr::pub_server srv(
+      pool.io, local_tcp(), opt, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string& id, bool up) {
+        {
+          std::lock_guard lk(mu);
+          presence.emplace_back(id, up);
+        }
+        cv.notify_all();
+      });
+  ASSERT_TRUE(srv.start());
+  auto has_event = [&](const std::string& id, bool up) {
+    return std::find(presence.begin(), presence.end(), std::make_pair(id, up)) != presence.end();
+  };
+
+  counter good_received;
+  auto good = tr::pub_client::create(pool.io.get_executor());
+  auto f = asio::co_spawn(pool.io,
+                          good->connect(
+                              local_tcp(srv.bound_port()), value{{"id", "good"}},
+                              [&](value) { good_received.add(); }, [](error_code) {}),
+                          asio::use_future);
+  ASSERT_TRUE(get(f));
+  raw_conn slow(srv.bound_port(), 4096);  // small receive buffer, never reads
+  ASSERT_GE(slow.fd, 0);
+  ASSERT_TRUE(slow.write_all(wire::pack_frame(value::object(), value{{"id", "slow"}})));
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, kWait, [&] { return has_event("good", true) && has_event("slow", true); }));
+  }
+  auto frame = pub_frame(value{{"blob", wire::make_bin(std::string(16 * 1024, 'p'))}});
+  bool slow_dropped = false;
+  int sent = 0;
+  // Pace on the good client so only the slow one can overflow.
+  for (; sent < 4000 && !slow_dropped; ++sent) {
+    srv.publish_all(frame);
+    ASSERT_TRUE(good_received.wait_for(sent + 1)) << "good client stalled at " << sent;
+    std::lock_guard lk(mu);
+    slow_dropped = has_event("slow", false);
+  }
+  EXPECT_TRUE(slow_dropped) << "after " << sent << " frames";
+  EXPECT_TRUE(good->connected());
+  EXPECT_TRUE(srv.is_connected("good"));
+  EXPECT_FALSE(srv.is_connected("slow"));
+  srv.publish_all(frame);
+  EXPECT_TRUE(good_received.wait_for(sent + 1));
+  EXPECT_EQ(srv.connection_count(), 1u);
+}
+
+TEST(transport, presence_events_first_identify_last_close) {
+  io_pool pool;
+  counter hellos;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<std::string, bool>> events;
+  tr::pub_server srv(
+      pool.io, local_tcp(), {},
+      [&](const value& body, const tr::peer_info&) {
+        hellos.add();
+        return id_of(body);
+      },
+      [&](const std::string& id, bool up) {
+        {
+          std::lock_guard lk(mu);
+          events.emplace_back(id, up);
+        }
+        cv.notify_all();
+      });
+  ASSERT_TRUE(srv.start());
+  auto wait_events = [&](std::size_t n) {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, kWait, [&] { return events.size() >= n; });
+  };
+  counter closed_a1;
+  auto a1 = tr::pub_client::create(pool.io.get_executor());
+  auto a2 = tr::pub_client::create(pool.io.get_executor());
+  auto f1 = asio::co_spawn(pool.io,
+                           a1->connect(local_tcp(srv.bound_port()), value{{"id", "a"}}, [](value) {},
+                                       [&](error_code) { closed_a1.add(); }),
+                           asio::use_future);
+  ASSERT_TRUE(get(f1));
+  ASSERT_TRUE(wait_events(1));
+  auto f2 = asio::co_spawn(pool.io,
+                           a2->connect(local_tcp(srv.bound_port()), value{{"id", "a"}}, [](value) {}, [](error_code) {}),
+                           asio::use_future);
+  ASSERT_TRUE(get(f2));
+  ASSERT_TRUE(hellos.wait_for(2));
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 2; }));
+  a1->close();
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
+  EXPECT_TRUE(srv.is_connected("a"));
+  a2->close();
+  ASSERT_TRUE(wait_events(2));
+  std::lock_guard lk(mu);
+  EXPECT_EQ(events, (std::vector<std::pair<std::string, bool>>{{"a", true}, {"a", false}}));
+  EXPECT_FALSE(srv.is_connected("a"));
+  EXPECT_EQ(closed_a1.get(), 0);  // close() is silent
+}
+
+TEST(transport, pub_client_reports_closed_once_and_reconnects) {
+  io_pool pool;
+  counter online;
+  auto srv = std::make_unique<tr::pub_server>(
+      pool.io, local_tcp(), tr::options{}, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool up) {
+        if (up) online.add();
+      });
+  ASSERT_TRUE(srv->start());
+  const auto port = srv->bound_port();
+  std::mutex mu;
+  std::vector<error_code> closes;
+  counter closed;
+  auto c = tr::pub_client::create(pool.io.get_executor());
+  auto on_closed = [&](error_code ec) {
+    {
+      std::lock_guard lk(mu);
+      closes.push_back(ec);
+    }
+    closed.add();
+  };
+  auto f = asio::co_spawn(pool.io, c->connect(local_tcp(port), value{{"id", "m"}}, [](value) {}, on_closed),
+                          asio::use_future);
+  ASSERT_TRUE(get(f));
+  ASSERT_TRUE(online.wait_for(1));
+  EXPECT_TRUE(c->send(value("heartbeat")));
+  srv->stop();
+  ASSERT_TRUE(closed.wait_for(1));
+  EXPECT_FALSE(c->connected());
+  EXPECT_FALSE(c->send(value("heartbeat")));
+  srv.reset();
+  // Nobody listening now.
+  auto f2 = asio::co_spawn(pool.io, c->connect(local_tcp(port), value{{"id", "m"}}, [](value) {}, on_closed),
+                           asio::use_future);
+  auto r2 = get(f2);
+  ASSERT_FALSE(r2);
+  EXPECT_EQ(r2.error(), make_error_code(tr::errc::connect_failed));
+  // Back up on the same port.
+  counter online2;
+  tr::pub_server srv2(
+      pool.io, local_tcp(port), {}, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool up) {
+        if (up) online2.add();
+      });
+  ASSERT_TRUE(srv2.start());
+  auto f3 = asio::co_spawn(pool.io, c->connect(local_tcp(port), value{{"id", "m"}}, [](value) {}, on_closed),
+                           asio::use_future);
+  ASSERT_TRUE(get(f3));
+  ASSERT_TRUE(online2.wait_for(1));
+  EXPECT_TRUE(srv2.is_connected("m"));
+  std::lock_guard lk(mu);
+  EXPECT_EQ(closes.size(), 1u);
+}
+
+TEST(transport, connect_timeout_and_resolve_failure) {
+  io_pool pool;
+  tr::options opt;
+  opt.connect_timeout = 300ms;
+  // A local listener that never accepts, with its backlog filled: further SYNs are
+  // dropped, so connect() hangs until our deadline (no traffic leaves the machine).
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
+  ASSERT_EQ(::listen(lfd, 0), 0);
+  socklen_t len = sizeof sin;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sin), &len);
+  const std::uint16_t port = ntohs(sin.sin_port);
+  std::vector<int> fillers;
+  for (int i = 0; i < 4; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin);
+    fillers.push_back(fd);
+  }
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(port), opt);
+  auto f = asio::co_spawn(pool.io, c->request(value("x"), 10s), asio::use_future);
+  auto r = get(f);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), make_error_code(tr::errc::timeout)) << r.error().message();
+  for (int fd : fillers) ::close(fd);
+  ::close(lfd);
+  auto bad = tr::req_client::create(pool.io.get_executor(), tr::endpoint{"no-such-host.invalid", 4506, {}}, opt);
+  auto f2 = asio::co_spawn(pool.io, bad->request(value("x"), 10s), asio::use_future);
+  auto r2 = get(f2);
+  ASSERT_FALSE(r2);
+  EXPECT_TRUE(r2.error() == make_error_code(tr::errc::resolve_failed) ||
+              r2.error() == make_error_code(tr::errc::timeout))
+      << r2.error().message();
+}
+
+TEST(transport, client_close_fails_pending_with_closed) {
+  io_pool pool;
+  counter got;
+  std::mutex mu;
+  std::vector<std::shared_ptr<tr::responder>> held;
+  tr::req_server srv(pool.io, local_tcp(), {}, [&](value, std::shared_ptr<tr::responder> r) {
+    {
+      std::lock_guard lk(mu);
+      held.push_back(std::move(r));
+    }
+    got.add();
+  });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  auto f = asio::co_spawn(pool.io, c->request(value("x"), 60s), asio::use_future);
+  ASSERT_TRUE(got.wait_for(1));
+  c->close();
+  auto r = get(f);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), make_error_code(tr::errc::closed));
+  auto f2 = asio::co_spawn(pool.io, c->request(value("y"), 10s), asio::use_future);
+  EXPECT_EQ(get(f2).error(), make_error_code(tr::errc::closed));
+}
+
+TEST(transport, stop_with_live_connections_then_run_drains) {
+  asio::io_context io;
+  tr::req_server rs(io, local_tcp(), {}, echo_handler());
+  counter online;
+  tr::pub_server ps(
+      io, local_tcp(), {}, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool up) {
+        if (up) online.add();
+      });
+  ASSERT_TRUE(rs.start());
+  ASSERT_TRUE(ps.start());
+  std::promise<void> drained;
+  auto drained_f = drained.get_future();
+  std::thread runner([&] {
+    io.run();
+    drained.set_value();
+  });
+  auto rc = tr::req_client::create(io.get_executor(), local_tcp(rs.bound_port()));
+  auto f = asio::co_spawn(io, rc->request(value("x"), 10s), asio::use_future);
+  ASSERT_TRUE(get(f));
+  counter pub_closed;
+  auto pc = tr::pub_client::create(io.get_executor());
+  auto pf = asio::co_spawn(io,
+                           pc->connect(local_tcp(ps.bound_port()), value{{"id", "m"}}, [](value) {},
+                                       [&](error_code) { pub_closed.add(); }),
+                           asio::use_future);
+  ASSERT_TRUE(get(pf));
+  ASSERT_TRUE(online.wait_for(1));
+  EXPECT_EQ(rs.connection_count(), 1u);
+  rs.stop();
+  ps.stop();
+  const bool ok = drained_f.wait_for(kWait) == std::future_status::ready;
+  EXPECT_TRUE(ok) << "io_context::run() did not drain after stop()";
+  if (!ok) io.stop();
+  runner.join();
+  EXPECT_EQ(pub_closed.get(), 1);
+  EXPECT_EQ(rs.connection_count(), 0u);
+  EXPECT_EQ(ps.connection_count(), 0u);
+}
+
+long rss_kb() {
+  std::ifstream in("/proc/self/statm");
+  long pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+TEST(transport, idle_connection_memory) {
+  constexpr int N = 2000;
+  io_pool pool;
+  tr::pub_server srv(pool.io, local_tcp(), {}, [](const value& body, const tr::peer_info&) { return id_of(body); });
+  ASSERT_TRUE(srv.start());
+  // Warm up allocator pools and thread-local buffers with a few connections.
+  {
+    std::vector<std::unique_ptr<raw_conn>> warm;
+    for (int i = 0; i < 50; ++i) warm.push_back(std::make_unique<raw_conn>(srv.bound_port()));
+    ASSERT_TRUE(eventually([&] { return srv.connection_count() == 50; }));
+  }
+  ASSERT_TRUE(eventually([&] { return srv.connection_count() == 0; }));
+  const long before = rss_kb();
+  std::vector<std::unique_ptr<raw_conn>> conns;
+  conns.reserve(N);
+  for (int i = 0; i < N; ++i) {
+    conns.push_back(std::make_unique<raw_conn>(srv.bound_port()));
+    ASSERT_GE(conns.back()->fd, 0);
+  }
+  ASSERT_TRUE(eventually([&] { return srv.connection_count() == static_cast<std::size_t>(N); }));
+  const long after = rss_kb();
+  const double per_conn = static_cast<double>(after - before) * 1024.0 / N;
+  std::printf("[ info     ] RSS per idle server connection: %.0f bytes (%d connections)\n", per_conn, N);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(per_conn, 8 * 1024);
+#endif
+}
+
+}  // namespace
