@@ -1,0 +1,105 @@
+// salt-minion: the sylvite minion daemon. Flags follow Salt's salt-minion:
+//   -c/--config-dir (default /etc/salt), -l/--log-level, --log-file, --log-file-level,
+//   -d/--daemon, --pid-file, --version, --help.
+// A bad config prints the config_error message and exits 1. SIGTERM/SIGINT stop cleanly.
+// Exit codes: 0 stopped, 1 bad config/keys, 42 master_finger mismatch, 77 key rejected.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "core/config/config.hpp"
+#include "core/util/files.hpp"
+#include "core/util/log.hpp"
+#include "minion/daemon.hpp"
+#include "minion/grains.hpp"
+#include "minion/version.hpp"
+
+namespace {
+
+// Classic double fork; called before any thread exists.
+bool daemonize() {
+  pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid > 0) ::_exit(0);
+  ::setsid();
+  pid = ::fork();
+  if (pid < 0) return false;
+  if (pid > 0) ::_exit(0);
+  if (::chdir("/") != 0) return false;
+  ::umask(022);
+  int fd = ::open("/dev/null", O_RDWR);
+  if (fd >= 0) {
+    ::dup2(fd, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    if (fd > 2) ::close(fd);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"salt-minion (sylvite): receives commands from a remote Salt master"};
+  std::string config_dir = "/etc/salt";
+  std::string log_level;
+  std::string log_file;
+  std::string log_file_level;
+  bool daemon = false;
+  std::string pid_file;
+  app.add_option("-c,--config-dir", config_dir, "Pass in an alternative configuration directory.");
+  app.add_option("-l,--log-level", log_level, "Console logging log level (all, garbage, trace, debug, info, warning, error, critical, quiet).");
+  app.add_option("--log-file", log_file, "Log file path.");
+  app.add_option("--log-file-level", log_file_level, "Logfile logging log level.");
+  app.add_flag("-d,--daemon", daemon, "Run the salt-minion as a daemon.");
+  app.add_option("--pid-file", pid_file, "Specify the location of the pidfile.");
+  app.set_version_flag("--version", std::string("salt-minion ") + sylvite::minion::salt_compat_version +
+                                        " (sylvite " + sylvite::minion::sylvite_version + ")");
+  CLI11_PARSE(app, argc, argv);
+
+  auto cfg_r = sylvite::config::load_minion_config(config_dir);
+  if (!cfg_r) {
+    std::cerr << cfg_r.error().message << "\n";
+    return 1;
+  }
+  sylvite::config::minion_config cfg = std::move(*cfg_r);
+  if (!log_level.empty()) cfg.log_level = log_level;
+  if (!log_file.empty()) cfg.log_file = log_file;
+  if (!log_file_level.empty()) cfg.log_level_logfile = log_file_level;
+
+  for (const auto& d : {cfg.pki_dir, cfg.cachedir}) {
+    if (auto r = sylvite::util::make_dirs(d, 0700); !r) {
+      std::cerr << "Failed to create directory " << d.string() << ": " << r.error().message() << "\n";
+      return 1;
+    }
+  }
+  if (!cfg.log_file.empty()) (void)sylvite::util::make_dirs(cfg.log_file.parent_path(), 0755);
+
+  if (daemon) {
+    if (pid_file.empty()) pid_file = "/var/run/salt-minion.pid";
+    if (!daemonize()) {
+      std::cerr << "Failed to daemonize\n";
+      return 1;
+    }
+  }
+  if (!pid_file.empty()) {
+    if (auto r = sylvite::util::write_file_atomic(pid_file, std::to_string(::getpid()) + "\n", 0644); !r)
+      std::cerr << "Cannot write pid file " << pid_file << ": " << r.error().message() << "\n";
+  }
+  sylvite::util::init_logging("salt-minion", cfg.log_level, cfg.log_file.string(), cfg.log_level_logfile);
+  spdlog::info("Setting up the Salt Minion \"{}\" (sylvite {})", cfg.id, sylvite::minion::sylvite_version);
+
+  int code = sylvite::minion::run_minion_daemon(cfg, sylvite::minion::collect_grains(cfg));
+
+  if (!pid_file.empty()) (void)sylvite::util::remove_file(pid_file);
+  spdlog::info("The Salt Minion is shut down");
+  spdlog::shutdown();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);  // job threads may still block in long-running modules
+}
