@@ -26,7 +26,30 @@ with tempfile.TemporaryDirectory() as tmp:
     with tarfile.open(sdist) as tf:
         member = next(m for m in tf.getmembers() if m.name.endswith("/PKG-INFO") and m.name.count("/") == 1)
         pkg_info = tf.extractfile(member).read().decode()
-    reqs = [l.split(":", 1)[1].strip() for l in pkg_info.splitlines() if l.startswith("Requires-Dist:")]
+        reqs = [l.split(":", 1)[1].strip() for l in pkg_info.splitlines() if l.startswith("Requires-Dist:")]
+        if not reqs:
+            # Older sdists (3007.x) keep them in requirements/{base,zeromq,crypto}.txt.
+            top = member.name.split("/")[0]
+
+            def read_reqs(name, seen=set()):
+                if name in seen:
+                    return []
+                seen.add(name)
+                try:
+                    text = tf.extractfile(f"{top}/requirements/{name}").read().decode()
+                except KeyError:
+                    return []
+                out = []
+                for line in text.splitlines():
+                    line = line.split("#", 1)[0].strip()
+                    if line.startswith("-r") or line.startswith("--requirement"):
+                        out += read_reqs(line.split()[-1].split("/")[-1])
+                    elif line and not line.startswith("-"):
+                        out.append(line)
+                return out
+
+            for f in ("base.txt", "zeromq.txt", "crypto.txt"):
+                reqs += read_reqs(f)
     subprocess.check_call(pip + ["install", "--no-deps", str(sdist)])
 
 reqs += ["msgpack", "cryptography"]

@@ -35,6 +35,15 @@ if ! "$venv/bin/salt-call" --version 2>/dev/null | grep -q "^salt-call $SALT_VER
   rm -rf "$venv"
   python3 "$here/scripts/install-salt.py" "$venv" "$SALT_VERSION"
 fi
+# Salt 3007.3: the last release on request protocol v2 (interop tests of minimum_auth_version).
+SALT_V2_VERSION=${SALT_V2_VERSION:-3007.3}
+venv2="$build/venv-3007"
+if ! "$venv2/bin/salt-call" --version 2>/dev/null | grep -q "^salt-call $SALT_V2_VERSION"; then
+  echo "setup: installing Salt $SALT_V2_VERSION into $venv2"
+  rm -rf "$venv2"
+  python3 "$here/scripts/install-salt.py" "$venv2" "$SALT_V2_VERSION"
+fi
+
 # Test tools in the same venv (cheap when already there).
 if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography
