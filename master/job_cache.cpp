@@ -1,1 +1,358 @@
-// placeholder: implementation in progress
+// sylvite::master job cache, byte-compatible with Salt's returners/local_cache.py.
+// Layout: cachedir/jobs/<h[:2]>/<h[2:]>/{jid, .load.p, .minions.p, <id>/return.p, <id>/out.p}
+// with h = hex hash_type(jid). Files are msgpack with frame packing (salt.payload.dump uses
+// use_bin_type=True). Every write goes through util::write_file_atomic; the first return
+// for (jid, id) is decided by util::create_exclusive on <id>/return.p (link(2) with
+// EEXIST), which also holds between masters sharing the cache on GlusterFS. Salt decides
+// it with mkdir(<id>), which loses the return for good if the writer dies between the
+// mkdir and the write; the O_EXCL file does not have that window.
+// .minions.p is a read-merge-write (sorted union, as Salt's save_minions); it is
+// serialised by a process mutex plus an fcntl lock on .minions.lock (cross-process).
+// Thread-safety: every method may be called from any thread. Nothing here throws.
+#include "master/job_cache.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <mutex>
+#include <set>
+
+#include "core/pki/key_store.hpp"
+#include "core/util/files.hpp"
+#include "core/wire/msgpack.hpp"
+#include "master/detail.hpp"
+
+namespace sylvite::master {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* load_p = ".load.p";
+constexpr const char* minions_p = ".minions.p";
+constexpr const char* return_p = "return.p";
+constexpr const char* out_p = "out.p";
+constexpr const char* jid_file = "jid";
+
+std::mutex& minions_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Read and unpack a msgpack file; nullopt if missing, unreadable or not complete msgpack
+// (a half-written file from a foreign writer, or corruption).
+std::optional<wire::value> read_packed(const fs::path& p) {
+  auto data = util::read_file(p);
+  if (!data) return std::nullopt;
+  auto v = wire::unpack(*data);
+  if (!v) {
+    spdlog::warn("job cache: skipping unreadable file {}: {}", p.string(), v.error().message());
+    return std::nullopt;
+  }
+  return std::move(*v);
+}
+
+std::string text_or_empty(const wire::value& v) {
+  auto t = wire::as_text(v);
+  return t ? std::string(*t) : std::string();
+}
+
+void add_ids(std::set<std::string>& out, const wire::value& v) {
+  if (!v.is_array()) return;
+  for (const auto& e : v)
+    if (auto t = wire::as_text(e)) out.emplace(*t);
+}
+
+// POSIX record lock on a file for the lifetime of the object (cross-process).
+class file_lock {
+ public:
+  explicit file_lock(const fs::path& p) {
+    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) return;
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    while (::fcntl(fd_, F_SETLKW, &fl) != 0 && errno == EINTR) {
+    }
+  }
+  ~file_lock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  file_lock(const file_lock&) = delete;
+  file_lock& operator=(const file_lock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+result<void> merge_minions(const fs::path& dir, const std::vector<std::string>& minions) {
+  std::lock_guard<std::mutex> g(minions_mutex());
+  if (auto r = util::make_dirs(dir); !r) return r;
+  file_lock lk(dir / ".minions.lock");
+  std::set<std::string> all(minions.begin(), minions.end());
+  if (auto old = read_packed(dir / minions_p)) add_ids(all, *old);
+  wire::value list = wire::value::array();
+  for (const auto& id : all) list.push_back(id);  // sorted, as Salt's sorted(union)
+  return util::write_file_atomic(dir / minions_p, wire::pack(list, wire::packing::frame));
+}
+
+}  // namespace
+
+std::string new_jid() {
+  static std::mutex m;
+  static std::int64_t last = 0;
+  auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  std::int64_t us;
+  {
+    std::lock_guard<std::mutex> g(m);
+    us = now > last ? now : last + 1;
+    last = us;
+  }
+  std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02d%02d%02d%02d%06d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
+  return buf;
+}
+
+job_cache::job_cache(fs::path cachedir, std::string hash_type)
+    : dir_(std::move(cachedir) / "jobs"), hash_type_(std::move(hash_type)) {
+  if (!detail::hex_digest("", hash_type_)) {
+    spdlog::error("job cache: unknown hash_type '{}', using sha256", hash_type_);
+    hash_type_ = "sha256";
+  }
+}
+
+fs::path job_cache::job_dir(const std::string& jid) const {
+  std::string h = detail::hex_digest(jid, hash_type_).value_or(std::string(64, '0'));
+  return dir_ / h.substr(0, 2) / h.substr(2);
+}
+
+result<void> job_cache::save_load(const std::string& jid, const wire::value& load,
+                                  const std::vector<std::string>& minions) {
+  try {
+    fs::path dir = job_dir(jid);
+    if (auto r = util::make_dirs(dir); !r) {
+      spdlog::error("job cache: cannot create {}", dir.string());
+      return r;
+    }
+    // Salt's prep_jid writes the jid file once; keep an existing one.
+    auto j = util::create_exclusive(dir / jid_file, jid);
+    if (!j && j.error() != util::errc::already_exists) {
+      spdlog::error("job cache: cannot write {}", (dir / jid_file).string());
+      return j;
+    }
+    if (auto r = util::write_file_atomic(dir / load_p, wire::pack(load, wire::packing::frame)); !r) {
+      spdlog::error("job cache: cannot write {}", (dir / load_p).string());
+      return r;
+    }
+    return merge_minions(dir, minions);
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: save_load {}: {}", jid, e.what());
+    return util::errc::io_error;
+  }
+}
+
+result<void> job_cache::add_minions(const std::string& jid, const std::vector<std::string>& minions) {
+  try {
+    return merge_minions(job_dir(jid), minions);
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: add_minions {}: {}", jid, e.what());
+    return util::errc::io_error;
+  }
+}
+
+result<bool> job_cache::save_return(const std::string& jid, const std::string& id, const wire::value& ret_load) {
+  try {
+    if (!pki::valid_id(id)) {
+      spdlog::warn("job cache: refusing return for jid {} from invalid id '{}'", detail::printable(jid),
+                   detail::printable(id));
+      return util::errc::invalid_argument;
+    }
+    fs::path dir = job_dir(jid);
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      // As Salt: a return for a jid that is not in the cache is refused.
+      spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
+                    detail::printable(id), detail::printable(jid));
+      return false;
+    }
+    if (fs::exists(dir / "nocache", ec)) return false;
+    wire::value rec = wire::value::object();
+    if (ret_load.is_object()) {
+      for (const char* k : {"return", "retcode", "success"})
+        if (auto it = ret_load.find(k); it != ret_load.end()) rec[k] = *it;
+    }
+    auto r = util::create_exclusive(dir / id / return_p, wire::pack(rec, wire::packing::frame));
+    if (!r) {
+      if (r.error() == util::errc::already_exists) {
+        spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
+        return false;
+      }
+      spdlog::error("job cache: cannot write {}", (dir / id / return_p).string());
+      return result<bool>(boost::system::in_place_error, r.error());
+    }
+    if (ret_load.is_object()) {
+      if (auto it = ret_load.find("out"); it != ret_load.end()) {
+        if (auto w = util::write_file_atomic(dir / id / out_p, wire::pack(*it, wire::packing::frame)); !w)
+          spdlog::error("job cache: cannot write {}", (dir / id / out_p).string());
+      }
+    }
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
+    return util::errc::io_error;
+  }
+}
+
+std::optional<wire::value> job_cache::get_load(const std::string& jid) const {
+  try {
+    return read_packed(job_dir(jid) / load_p);
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: get_load {}: {}", jid, e.what());
+    return std::nullopt;
+  }
+}
+
+std::vector<std::string> job_cache::get_minions(const std::string& jid) const {
+  try {
+    fs::path dir = job_dir(jid);
+    std::set<std::string> all;
+    // .minions.p plus syndic lists .minions.<syndic>.p, as Salt's get_load.
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name == minions_p || (name.starts_with(".minions.") && name.ends_with(".p") && name.size() > 11))
+        if (auto v = read_packed(it->path())) add_ids(all, *v);
+    }
+    return {all.begin(), all.end()};
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: get_minions {}: {}", jid, e.what());
+    return {};
+  }
+}
+
+wire::value job_cache::get_returns(const std::string& jid) const {
+  wire::value out = wire::value::object();
+  try {
+    fs::path dir = job_dir(jid);
+    std::vector<std::string> ids;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      std::error_code ec2;
+      if (name.empty() || name[0] == '.' || !it->is_directory(ec2)) continue;
+      ids.push_back(std::move(name));
+    }
+    std::sort(ids.begin(), ids.end());
+    for (const auto& id : ids) {
+      auto data = read_packed(dir / id / return_p);
+      if (!data) continue;  // not written yet, or unreadable: skip
+      wire::value rec;
+      if (data->is_object() && data->contains("return")) {
+        rec = std::move(*data);
+      } else {  // Salt's old format: return.p held the bare return
+        rec = wire::value::object();
+        rec["return"] = std::move(*data);
+      }
+      if (auto o = read_packed(dir / id / out_p)) rec["out"] = std::move(*o);
+      out[id] = std::move(rec);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: get_returns {}: {}", jid, e.what());
+  }
+  return out;
+}
+
+std::vector<job_summary> job_cache::list_jobs(std::size_t max) const {
+  std::vector<job_summary> jobs;
+  try {
+    std::error_code ec;
+    for (fs::directory_iterator top(dir_, ec), end; !ec && top != end; top.increment(ec)) {
+      std::error_code ec2;
+      for (fs::directory_iterator fin(top->path(), ec2), end2; !ec2 && fin != end2; fin.increment(ec2)) {
+        auto load = read_packed(fin->path() / load_p);
+        if (!load || !load->is_object() || load->empty()) continue;
+        std::string jid;
+        if (auto j = wire::find(*load, "jid")) jid = text_or_empty(*j);
+        if (jid.empty()) {
+          auto f = util::read_file(fin->path() / jid_file);
+          if (!f) continue;
+          jid = *f;
+        }
+        if (jid.empty()) continue;
+        job_summary s;
+        s.jid = std::move(jid);
+        s.load = std::move(*load);
+        jobs.push_back(std::move(s));
+      }
+    }
+    // jids are fixed-width digit strings: text order is time order. Newest first.
+    std::sort(jobs.begin(), jobs.end(), [](const job_summary& a, const job_summary& b) { return a.jid > b.jid; });
+    if (max != 0 && jobs.size() > max) jobs.resize(max);
+    for (auto& j : jobs) j.minions = get_minions(j.jid);
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: list_jobs: {}", e.what());
+  }
+  return jobs;
+}
+
+std::size_t job_cache::clean_old(std::chrono::seconds keep) {
+  // As Salt: keep_jobs_seconds == 0 disables cleaning.
+  if (keep.count() <= 0) return 0;
+  std::size_t removed = 0;
+  try {
+    const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    const std::int64_t cutoff_us = now_us - static_cast<std::int64_t>(keep.count()) * 1000000;
+    auto mtime_old = [&](const fs::path& p) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) != 0) return false;
+      return static_cast<std::int64_t>(st.st_mtime) * 1000000 < cutoff_us;
+    };
+    std::error_code ec;
+    std::vector<fs::path> tops;
+    for (fs::directory_iterator top(dir_, ec), end; !ec && top != end; top.increment(ec)) tops.push_back(top->path());
+    for (const auto& t : tops) {
+      std::vector<fs::path> finals;
+      std::error_code ec2;
+      for (fs::directory_iterator fin(t, ec2), end2; !ec2 && fin != end2; fin.increment(ec2))
+        finals.push_back(fin->path());
+      for (const auto& f : finals) {
+        // Age by the jid's own timestamp (the jid file, else the load's jid). A dir with
+        // neither is a half-created or corrupt entry: removed once its mtime is old too
+        // (a fresh one may be mid-creation by another master).
+        std::optional<std::int64_t> t_us;
+        if (auto j = util::read_file(f / jid_file)) t_us = detail::jid_micros(*j);
+        if (!t_us)
+          if (auto l = read_packed(f / load_p))
+            if (auto j = wire::get_text(*l, "jid")) t_us = detail::jid_micros(*j);
+        bool old = t_us ? *t_us < cutoff_us : mtime_old(f);
+        if (!old) continue;
+        std::error_code ec3;
+        fs::remove_all(f, ec3);
+        if (ec3) {
+          spdlog::error("job cache: unable to remove {}: {}", f.string(), ec3.message());
+          continue;
+        }
+        ++removed;
+      }
+      std::error_code ec4;
+      if (fs::is_empty(t, ec4) && !ec4 && mtime_old(t)) fs::remove(t, ec4);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: clean_old: {}", e.what());
+  }
+  return removed;
+}
+
+}  // namespace sylvite::master

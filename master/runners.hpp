@@ -2,6 +2,19 @@
 // manage.up, manage.down, manage.status, manage.present, manage.not_present.
 // Runners run on the master's worker pool. manage.* ping the accepted minions through
 // the context (a real test.ping publish, as Salt does) and split them into up/down.
+// Return values are Salt's (salt/runners/jobs.py, manage.py, 3008):
+//   jobs.list_jobs [search_function= search_target= search_metadata=]
+//       -> {jid: {Function, Arguments, Target, Target-type, User, [Metadata], StartTime}}
+//   jobs.lookup_jid JID [missing=True] -> {id: return}, or, when the first stored return
+//       has an "out", {"outputter": out, "data": {id: return}} (Salt's shape: print data
+//       with that outputter)
+//   jobs.print_job JID -> {jid: {Function, ..., StartTime, Result: {id: {return, retcode,
+//       success, out?}}}}
+//   manage.status [tgt] [tgt_type] [timeout=] -> {"up": [...], "down": [...]} (sorted)
+//   manage.up / manage.down -> sorted list; manage.present / not_present [subset=]
+//       -> connected ids / accepted ids not connected (sorted)
+// Errors: retcode 1 and a message string ("'x.y' is not available.", "Passed invalid
+// arguments: lookup_jid() missing 1 required positional argument: 'jid'.").
 // Thread-safety: call from a worker thread; the context callbacks are thread-safe.
 #pragma once
 #include <chrono>
