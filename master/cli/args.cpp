@@ -182,6 +182,9 @@ wire::value yamlify_arg(const std::string& arg) {
     return value(arg);
   if (arg.find_first_of("\t\r\n") != std::string::npos) return value(arg);
 
+  // PyYAML refuses plain scalars starting with a reserved indicator ('@', '`') and reads
+  // a leading '%' as a directive: all errors, so Salt keeps the text.
+  if (t[0] == '@' || t[0] == '`' || t[0] == '%') return value(arg);
   auto load = [&](const std::string& text) -> std::optional<value> {
     if (is_plain_scalar(trim(text))) return resolve_plain(trim(text));
     auto r = config::parse_yaml(text);

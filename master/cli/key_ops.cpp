@@ -192,6 +192,20 @@ std::string no_match_message(const std::string& match, bool inc_accepted, bool i
   return "The key glob '" + match + "' does not match any " + s + " keys.";
 }
 
+result<std::string> key_fingerprint(std::string_view content, std::string_view hash_type) {
+  // Salt 3008's Key.finger() calls pem_finger(key=<stored text>): the hash covers the
+  // whole file, BEGIN/END lines included (pem_finger(path=...) used for master_finger
+  // strips them; that form is crypto::pem_fingerprint).
+  auto h = crypto::hash_hex(content, hash_type);
+  if (!h) return h.error();
+  std::string out;
+  for (std::size_t i = 0; i < h->size(); ++i) {
+    out += (*h)[i];
+    if (i % 2 == 1 && i + 1 < h->size()) out += ':';
+  }
+  return out;
+}
+
 bool write_dropfile(const std::filesystem::path& cachedir, const std::string& master_id) {
   const auto dfn = cachedir / ".dfn";
   std::error_code ec;
@@ -290,7 +304,7 @@ int run_salt_key(const key_options& o, const config::master_config& cfg, key_io&
       for (auto& id : as_strings(it.value())) {
         std::optional<std::string> pem = st ? ks.read(*st, id) : read_file(cfg.pki_dir / id);
         if (!pem) continue;
-        auto fp = crypto::pem_fingerprint(*pem, cfg.hash_type);
+        auto fp = key_fingerprint(*pem, cfg.hash_type);
         if (!fp) {
           io.err << "Unable to compute the fingerprint of " << id << ": " << fp.error().message() << "\n";
           continue;

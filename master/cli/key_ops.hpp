@@ -43,6 +43,10 @@ std::string render_key_listing(const wire::value& data, bool color);
 // "The key glob '<m>' does not match any unaccepted[, x] or y keys."
 std::string no_match_message(const std::string& match, bool inc_accepted, bool inc_rejected, bool inc_denied);
 
+// What `salt-key -F` prints for a stored key: Salt 3008 hashes the whole stored text
+// (hash_type from the config), hex pairs joined by ':'.
+result<std::string> key_fingerprint(std::string_view content, std::string_view hash_type);
+
 // Salt's salt.crypt.dropfile: cachedir/.dfn holding master_id, mode 0400, left alone if
 // present (a rotation is already pending).
 bool write_dropfile(const std::filesystem::path& cachedir, const std::string& master_id);
