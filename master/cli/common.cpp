@@ -138,6 +138,13 @@ std::optional<int> parse_cli(CLI::App& app, int argc, char** argv, const std::st
   } catch (const CLI::CallForVersion& e) {
     std::cout << e.what() << "\n";
     return ex_ok;
+  } catch (const CLI::ExtrasError& e) {
+    // optparse wording for an unknown option
+    std::string what = e.what();
+    auto colon = what.find(": ");
+    std::string first = colon == std::string::npos ? what : what.substr(colon + 2);
+    first = first.substr(0, first.find(' '));
+    return usage_error(app.get_name(), usage, "no such option: " + first);
   } catch (const CLI::ParseError& e) {
     return usage_error(app.get_name(), usage, e.what());
   }

@@ -53,12 +53,13 @@ int main(int argc, char** argv) {
   lg->add_option("--log-file", log_file, "Log file path (accepted).");
   lg->add_option("--log-file-level", log_file_level, "Logfile logging log level (accepted).");
 
-  app.allow_extras();  // Salt ignores stray positional arguments (except with -D)
+  std::vector<std::string> stray;  // Salt ignores stray positional arguments (except with -D)
+  app.add_option("args", stray)->group("");
   if (auto rc = cli::parse_cli(app, argc, argv, usage)) return *rc;
   if (o.list && !(o.list->rfind("acc", 0) == 0 || o.list->rfind("pre", 0) == 0 || o.list->rfind("un", 0) == 0 ||
                   o.list->rfind("rej", 0) == 0 || o.list->rfind("den", 0) == 0 || o.list->rfind("all", 0) == 0))
     return cli::usage_error("salt-key", usage, "'" + *o.list + "' is not a valid argument to '--list'");
-  if (o.delete_all && !app.remaining().empty())
+  if (o.delete_all && !stray.empty())
   {
     std::cerr << "Error: Delete all takes no arguments. Use -d to delete specified keys\n";
     return cli::ex_ok;  // Salt's salt_key() prints the SaltInvocationError and exits 0
