@@ -346,10 +346,7 @@ int run_salt_key(const key_options& o, const config::master_config& cfg, key_io&
       return 0;
     }
     if (veri.empty()) veri = is_delete ? "n" : "y";
-    if (veri[0] != 'y' && veri[0] != 'Y') {
-      io.out << "\n";  // what Salt 3008 prints when the answer is no
-      return 0;
-    }
+    if (veri[0] != 'y' && veri[0] != 'Y') return 0;
   }
 
   std::vector<std::string> affected;

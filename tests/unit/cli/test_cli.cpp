@@ -277,7 +277,7 @@ TEST(Keys, AcceptPromptNoAndEof) {
   keys::key_options o;
   o.accept = "pend1";
   auto r = run_key(m, o, "n\n");
-  EXPECT_EQ(r.out, "The following keys are going to be accepted:\nUnaccepted Keys:\npend1\nProceed? [n/Y] \n");
+  EXPECT_EQ(r.out, "The following keys are going to be accepted:\nUnaccepted Keys:\npend1\nProceed? [n/Y] ");
   EXPECT_TRUE(fs::exists(m.cfg.pki_dir / "minions_pre/pend1"));
   EXPECT_TRUE(r.events.empty());
   r = run_key(m, o, "");
