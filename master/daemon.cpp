@@ -1,0 +1,174 @@
+// sylvite::master daemon wiring: see daemon.hpp. Request handling never runs on an io
+// thread: each request body is posted to the worker pool and answered through the
+// responder from there. Hellos on the publish port are handled inline (AES decrypt +
+// cached token check, no disk I/O on a cache hit).
+#include "master/daemon.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/transport/transport.hpp"
+#include "core/util/log.hpp"
+#include "master/ipc_protocol.hpp"
+#include "master/master.hpp"
+#include "master/worker_pool.hpp"
+
+namespace sylvite::master {
+
+namespace asio = boost::asio;
+using wire::value;
+
+namespace {
+
+class pub_adapter final : public pub_sink {
+ public:
+  explicit pub_adapter(transport::pub_server& s) : s_(s) {}
+  void publish_all(std::shared_ptr<const std::string> frame) override { s_.publish_all(std::move(frame)); }
+  void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids) override {
+    s_.publish_to(std::move(frame), ids);
+  }
+  std::vector<std::string> connected_ids() const override { return s_.connected_ids(); }
+  bool is_connected(const std::string& id) const override { return s_.is_connected(id); }
+  void disconnect(const std::string& id) override {
+    // transport::pub_server has no per-id disconnect yet: the rotated AES key already
+    // stops a revoked minion from reading new publishes, and it cannot re-auth.
+    spdlog::debug("publish connections of {} stay open until they fail (no per-id disconnect)", id);
+  }
+
+ private:
+  transport::pub_server& s_;
+};
+
+class cli_adapter final : public cli_reply {
+ public:
+  explicit cli_adapter(std::shared_ptr<transport::responder> r) : r_(std::move(r)) {}
+  void reply(value body) override { r_->reply(std::move(body)); }
+  bool push(value body) override { return r_->push(std::move(body)); }
+  bool alive() const override { return r_->alive(); }
+
+ private:
+  std::shared_ptr<transport::responder> r_;
+};
+
+std::string bind_host(const config::master_config& cfg) {
+  if (cfg.ipv6 && (cfg.interface == "0.0.0.0" || cfg.interface.empty())) return "::";
+  return cfg.interface;
+}
+
+}  // namespace
+
+int run_master(const config::master_config& cfg) {
+  auto core_r = master_core::create(cfg);
+  if (!core_r) {
+    spdlog::critical("salt-master cannot start: {}", core_r.error().message());
+    return 1;
+  }
+  std::shared_ptr<master_core> core(std::move(*core_r));
+
+  const unsigned hw = std::max(2u, std::thread::hardware_concurrency());
+  worker_pool pool(hw, 100000);
+  asio::io_context io(std::max(1, cfg.worker_threads));
+
+  transport::options topt;
+  topt.max_frame_size = static_cast<std::size_t>(cfg.max_message_size);
+  topt.tcp_keepalive = cfg.tcp_keepalive;
+  topt.keepalive_idle = cfg.tcp_keepalive_idle;
+  topt.keepalive_intvl = cfg.tcp_keepalive_intvl;
+  topt.keepalive_cnt = cfg.tcp_keepalive_cnt;
+
+  const std::string host = bind_host(cfg);
+  transport::req_server req(
+      io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.ret_port), {}}, topt,
+      [core, &pool](value body, std::shared_ptr<transport::responder> r) {
+        auto task = [core, body = std::move(body), r]() mutable {
+          r->reply(core->handle_request(body, r->peer().address));
+        };
+        if (!pool.submit(std::move(task))) {
+          core->counters().dropped++;
+          spdlog::warn("worker queue full: request from {} dropped", r->peer().address);
+        }
+      });
+  transport::pub_server pub(
+      io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.publish_port), {}}, topt,
+      [core](const value& body, const transport::peer_info& p) { return core->handle_hello(body, p.address); },
+      [core](const std::string& id, bool connected) { core->on_presence(id, connected); });
+  pub_adapter sink(pub);
+  core->set_pub_sink(&sink);
+
+  transport::options copt = topt;
+  copt.tcp_keepalive = false;
+  transport::req_server cli(io, transport::endpoint{{}, 0, cli_socket_path(cfg.sock_dir).string()}, copt,
+                            [core](value body, std::shared_ptr<transport::responder> r) {
+                              core->handle_cli(body, std::make_shared<cli_adapter>(std::move(r)));
+                            });
+
+  if (auto r = pub.start(); !r) {
+    spdlog::critical("cannot listen on {}:{} (publish_port): {}", host, cfg.publish_port, r.error().message());
+    return 1;
+  }
+  if (auto r = req.start(); !r) {
+    spdlog::critical("cannot listen on {}:{} (ret_port): {}", host, cfg.ret_port, r.error().message());
+    return 1;
+  }
+  if (auto r = cli.start(); !r) {
+    spdlog::critical("cannot listen on {}: {}", cli_socket_path(cfg.sock_dir).string(), r.error().message());
+    return 1;
+  }
+  spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port), CLI socket {}", host,
+               req.bound_port(), host, pub.bound_port(), cli_socket_path(cfg.sock_dir).string());
+
+  bool stopping = false;
+  asio::steady_timer timer(io);
+  std::function<void()> arm;
+  arm = [&] {
+    timer.expires_after(std::chrono::seconds(5));
+    timer.async_wait([&](boost::system::error_code ec) {
+      if (ec || stopping) return;
+      if (!pool.submit([core] { core->maintenance(); })) spdlog::warn("maintenance skipped: worker queue full");
+      arm();
+    });
+  };
+  arm();
+
+  asio::signal_set stop_signals(io, SIGINT, SIGTERM);
+  asio::signal_set hup(io, SIGHUP);
+  stop_signals.async_wait([&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    spdlog::info("salt-master stopping (signal {})", sig);
+    stopping = true;
+    timer.cancel();
+    hup.cancel();
+    cli.stop();
+    req.stop();
+    pub.stop();
+  });
+  std::function<void()> arm_hup;
+  arm_hup = [&] {
+    hup.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      spdlog::info("SIGHUP: reopening logs");
+      util::reopen_logs();
+      arm_hup();
+    });
+  };
+  arm_hup();
+
+  std::vector<std::thread> threads;
+  const int n = std::max(1, cfg.worker_threads);
+  for (int i = 1; i < n; ++i) threads.emplace_back([&io] { io.run(); });
+  io.run();
+  for (auto& t : threads) t.join();
+  core->shutdown();
+  pool.stop();
+  core->set_pub_sink(nullptr);
+  spdlog::info("salt-master stopped");
+  return 0;
+}
+
+}  // namespace sylvite::master

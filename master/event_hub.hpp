@@ -1,0 +1,41 @@
+// sylvite::master event hub: the master's in-process event bus. Events are (tag, data);
+// subscribers either listen to one jid (returns of salt/job/<jid>/ret/<id>, keyed for
+// O(1) fan-out) or to everything. Handlers run on the firing thread, outside the hub's
+// lock; they must be quick (push to a queue) and must not throw.
+// Thread-safety: all methods safe from any thread.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/wire/value.hpp"
+
+namespace sylvite::master {
+
+class event_hub {
+ public:
+  using handler = std::function<void(const std::string& tag, const wire::value& data)>;
+  // jid-keyed subscription: receives events fired with that jid.
+  std::uint64_t subscribe_jid(const std::string& jid, handler h);
+  std::uint64_t subscribe_all(handler h);
+  void unsubscribe(std::uint64_t id);
+  // jid may be empty (not a job event).
+  void fire(const std::string& tag, const wire::value& data, const std::string& jid = {});
+  std::size_t subscriber_count() const;
+
+ private:
+  struct sub {
+    std::string jid;
+    std::shared_ptr<handler> h;
+  };
+  mutable std::mutex mu_;
+  std::uint64_t next_ = 1;
+  std::map<std::uint64_t, sub> subs_;
+  std::multimap<std::string, std::uint64_t> by_jid_;
+};
+
+}  // namespace sylvite::master

@@ -1,0 +1,131 @@
+// sylvite::master keys: the master RSA key pair, the publish AES key (with its X9.31
+// signature computed once per key), per-minion session keys (cachedir/sessions/<id>)
+// and an in-memory cache of accepted minion public keys.
+// Thread-safety: every class here is safe to use from many threads at once (internal
+// mutexes; values handed out as shared_ptr<const>). Disk I/O happens inside the calls:
+// call from the worker pool, not from an io thread (hello handling is the exception:
+// accepted keys are cached, so a hit costs one stat()).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/crypto/crypticle.hpp"
+#include "core/crypto/rsa.hpp"
+#include "core/pki/key_store.hpp"
+#include "core/util/result.hpp"
+
+namespace sylvite::master {
+
+using sys_clock = std::chrono::system_clock;
+
+// pki_dir/master.pem + master.pub (load or generate).
+class master_keys {
+ public:
+  static result<master_keys> load_or_generate(const std::filesystem::path& pki_dir, int keysize);
+  static master_keys from_key(crypto::rsa_key priv);  // tests
+  const crypto::rsa_key& priv() const noexcept { return priv_; }
+  const crypto::rsa_key& pub() const noexcept { return pub_; }
+  // Salt's clean key form of master.pub (what goes into the auth reply pub_key).
+  const std::string& pub_clean() const noexcept { return pub_clean_; }
+
+ private:
+  crypto::rsa_key priv_;
+  crypto::rsa_key pub_;
+  std::string pub_clean_;
+};
+
+// One publish AES key generation.
+struct aes_key {
+  crypto::crypticle crypt;
+  std::string sig;  // X9.31(master priv, sha256_hex(key string)): the auth reply "sig"
+  sys_clock::time_point created;
+  std::uint64_t generation = 0;
+};
+
+// The publish AES key: current + previous (kept `grace` after a rotation for hellos),
+// and the publish serial (reset on rotation).
+class aes_manager {
+ public:
+  explicit aes_manager(crypto::rsa_key master_priv);
+  // Generate a new key (one private RSA op for its signature). The first call makes
+  // the initial key. Errors only if signing fails.
+  result<void> rotate();
+  std::shared_ptr<const aes_key> current() const;
+  // The key before the last rotation while younger than grace, else nullptr.
+  std::shared_ptr<const aes_key> previous(std::chrono::seconds grace) const;
+  // Next publish serial (1, 2, ...; back to 1 after a rotation).
+  std::int64_t next_serial();
+  // Test hook: install a given key string.
+  result<void> set_key_string(std::string_view key_string);
+
+ private:
+  result<std::shared_ptr<aes_key>> make(std::string key_string);
+  crypto::rsa_key priv_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const aes_key> current_;
+  std::shared_ptr<const aes_key> previous_;
+  sys_clock::time_point rotated_at_{};
+  std::int64_t serial_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+// Per-minion session keys, cachedir/sessions/<id> (Crypticle key string, mode 0600),
+// regenerated when older than publish_session. Cached in memory; a cache hit is
+// revalidated with one stat() (another master on a shared cachedir may rotate it).
+class session_store {
+ public:
+  session_store(std::filesystem::path dir, std::chrono::seconds lifetime);
+  // For the auth reply: the key, created or regenerated as needed.
+  result<std::shared_ptr<const crypto::crypticle>> get_or_create(const std::string& id);
+  // For decrypting requests: the current key, nullptr if missing or expired (no disk
+  // write: a refused request must not create files).
+  std::shared_ptr<const crypto::crypticle> lookup(const std::string& id);
+  void remove(const std::string& id);  // key deleted/rejected
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+
+ private:
+  struct entry {
+    std::filesystem::file_time_type mtime;
+    std::shared_ptr<const crypto::crypticle> crypt;
+  };
+  std::shared_ptr<const crypto::crypticle> load_locked(const std::string& id, bool create);
+  std::filesystem::path dir_;
+  std::chrono::seconds lifetime_;
+  std::mutex mu_;
+  std::map<std::string, entry> cache_;
+};
+
+// Accepted minion public keys (pki_dir/minions/<id>), cached by file mtime+size.
+// Also remembers the last token that verified for a key: tokens are deterministic
+// (X9.31 of "salt"), so a repeat costs a string compare instead of an RSA operation.
+class accepted_keys {
+ public:
+  struct entry {
+    std::string pem_clean;
+    crypto::rsa_key key;
+    std::filesystem::file_time_type mtime;
+    std::uintmax_t size = 0;
+  };
+  explicit accepted_keys(const pki::key_store& store) : store_(store) {}
+  // nullptr if id has no accepted key (or it does not parse).
+  std::shared_ptr<const entry> get(const std::string& id);
+  // True if tok recovers to "salt" with the accepted key of id.
+  bool verify_token(const std::string& id, std::string_view tok);
+  void invalidate(const std::string& id);
+  void clear();
+
+ private:
+  const pki::key_store& store_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const entry>> cache_;
+  std::map<std::string, std::string> good_tok_;  // id -> last verified token bytes
+};
+
+}  // namespace sylvite::master

@@ -1,0 +1,191 @@
+// sylvite::master core: the master daemon's state and protocol logic without any I/O
+// framework. The Asio wiring (daemon.cpp) feeds it request bodies, publish-port hellos,
+// CLI requests and timer ticks; it talks back through pub_sink (the publish server) and
+// cli_reply (one CLI connection). Everything here is testable without sockets.
+//   request.cpp   envelope checks, decryption, AES command dispatch, reply modes
+//   publisher.cpp jobs: jid, targets, payload wrapping/signing, topic filtering
+//   cli_service.cpp  the Unix-socket CLI commands (publish+wait, runner, key_event...)
+//   master.cpp    creation, hello, presence, key events, maintenance
+// Thread-safety: handle_request/publish/maintenance may run concurrently on worker
+// threads; handle_hello on io threads. Shared state is guarded inside each component.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config/config.hpp"
+#include "core/crypto/crypticle.hpp"
+#include "core/pki/key_store.hpp"
+#include "core/util/result.hpp"
+#include "core/wire/value.hpp"
+#include "master/event_hub.hpp"
+#include "master/fileserver.hpp"
+#include "master/job_cache.hpp"
+#include "master/keys.hpp"
+#include "master/minion_data.hpp"
+#include "master/pillar.hpp"
+
+namespace sylvite::master {
+
+// The publish server as the core sees it (implemented over transport::pub_server).
+class pub_sink {
+ public:
+  virtual ~pub_sink() = default;
+  virtual void publish_all(std::shared_ptr<const std::string> frame) = 0;
+  virtual void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids) = 0;
+  virtual std::vector<std::string> connected_ids() const = 0;
+  virtual bool is_connected(const std::string& id) const = 0;
+  // Close every publish connection identified as id (key deleted/rejected).
+  virtual void disconnect(const std::string& id) = 0;
+};
+
+// One CLI connection (implemented over transport::responder).
+class cli_reply {
+ public:
+  virtual ~cli_reply() = default;
+  virtual void reply(wire::value body) = 0;       // final frame, once
+  virtual bool push(wire::value body) = 0;        // non-final frame; false if gone
+  virtual bool alive() const = 0;
+};
+
+struct master_counters {
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> refused{0};        // any "bad load"-style refusal
+  std::atomic<std::uint64_t> auth_requests{0};
+  std::atomic<std::uint64_t> auth_accepted{0};
+  std::atomic<std::uint64_t> rsa_private_ops{0};  // counted where the core causes them
+  std::atomic<std::uint64_t> returns{0};
+  std::atomic<std::uint64_t> publishes{0};
+  std::atomic<std::uint64_t> hellos{0};
+  std::atomic<std::uint64_t> hellos_refused{0};
+  std::atomic<std::uint64_t> dropped{0};        // queue full
+};
+
+struct publish_request {
+  wire::value tgt = "*";
+  std::string tgt_type = "glob";
+  std::string fun;
+  wire::value arg = wire::value::array();
+  wire::value kwarg = wire::value::object();  // CLI key=val -> trailing {"__kwarg__": true, ...}
+  std::string ret;
+  std::string user = "root";
+  std::string delimiter = ":";
+  std::string jid;                    // empty -> new_jid()
+  wire::value kwargs = wire::value::object();  // publish options (metadata, ret_config, ...)
+};
+
+struct publish_result {
+  std::string jid;
+  std::vector<std::string> minions;  // expected
+  std::vector<std::string> missing;  // listed (tgt_type list) but not accepted
+  std::string error;                 // non-empty: nothing published
+};
+
+class master_core {
+ public:
+  // Creates dirs (pki_dir, cachedir, cachedir/sessions, sock_dir: 0700), loads or
+  // generates master.pem/.pub, makes the first AES key.
+  static result<std::unique_ptr<master_core>> create(config::master_config cfg);
+  ~master_core();
+
+  void set_pub_sink(pub_sink* sink) { sink_ = sink; }
+  const config::master_config& cfg() const noexcept { return cfg_; }
+
+  // ---- request port (blocking work: call from the worker pool)
+  // Frame body in, reply body out. Never throws.
+  wire::value handle_request(const wire::value& body, const std::string& peer);
+
+  // ---- publish port (cheap; io thread)
+  std::optional<std::string> handle_hello(const wire::value& body, const std::string& peer);
+  void on_presence(const std::string& id, bool connected);
+
+  // ---- jobs (blocking disk work)
+  publish_result publish(const publish_request& req);
+  // Build the frame body bytes of a publish (salt_payload-packed wrapped payload) for load
+  // with the current AES key; adds "serial". Thread-safe (serialised with sending).
+  // Exposed for tests.
+  std::string wrap_publish(wire::value load);
+  // Expected minions of a target (CkMinions.check_minions with greedy=true).
+  std::vector<std::string> check_minions(const wire::value& tgt, const std::string& tgt_type,
+                                         const std::string& delimiter = ":");
+
+  // ---- CLI socket (spawns/uses its own threads for waits; never blocks the caller
+  // for long)
+  void handle_cli(const wire::value& body, std::shared_ptr<cli_reply> out);
+
+  // ---- key events (salt-key through the CLI socket, or tests)
+  // act: accept | reject | delete. Returns whether the AES key was rotated.
+  bool key_event(const std::string& act, const std::vector<std::string>& ids);
+
+  // ---- timers: call every few seconds from a worker (rotation, drop file, job
+  // cleanup). now injectable for tests.
+  void maintenance(sys_clock::time_point now = sys_clock::now());
+  result<void> rotate_aes(const std::string& why);
+
+  // Components (tests and the daemon).
+  event_hub& hub() noexcept { return hub_; }
+  job_cache& jobs() noexcept { return *jobs_; }
+  const pki::key_store& key_store() const noexcept { return keys_; }
+  aes_manager& aes() noexcept { return *aes_; }
+  session_store& sessions() noexcept { return *sessions_; }
+  const master_keys& mkeys() const noexcept { return mkeys_; }
+  accepted_keys& accepted() noexcept { return accepted_; }
+  minion_data_cache& minion_data() noexcept { return *mdata_; }
+  master_counters& counters() noexcept { return counters_; }
+  std::vector<std::string> connected_ids() const;
+
+  // Stop CLI wait threads (daemon shutdown).
+  void shutdown();
+
+ private:
+  explicit master_core(config::master_config cfg);
+
+  // request.cpp
+  wire::value refuse(const std::string& peer, const std::string& reason, wire::value reply = "bad load");
+  wire::value dispatch_aes(const std::string& cmd, wire::value& load, int version, const wire::value& envelope,
+                           const std::string& nonce, const std::string& peer);
+  wire::value handle_auth(wire::value& load, int version, const std::string& peer);
+  wire::value encrypt_private(const wire::value& ret, const std::string& id, const std::string& nonce,
+                              bool sign_messages, const wire::value& envelope);
+  wire::value handle_return(wire::value& load);
+  wire::value handle_pillar(const wire::value& load);
+
+  // cli_service.cpp
+  struct cli_state;
+  void cli_publish(const wire::value& body, std::shared_ptr<cli_reply> out);
+  void cli_runner(const wire::value& body, std::shared_ptr<cli_reply> out);
+  bool spawn_cli(std::function<void()> fn);
+  void init_cli();
+  std::vector<std::string> ping_all(std::chrono::seconds timeout);
+
+  config::master_config cfg_;
+  pki::key_store keys_;
+  master_keys mkeys_;
+  std::unique_ptr<aes_manager> aes_;
+  std::unique_ptr<session_store> sessions_;
+  accepted_keys accepted_;
+  std::unique_ptr<job_cache> jobs_;
+  std::unique_ptr<minion_data_cache> mdata_;
+  std::unique_ptr<fileserver> files_;
+  std::unique_ptr<pillar_compiler> pillar_;
+  event_hub hub_;
+  master_counters counters_;
+  pub_sink* sink_ = nullptr;
+  std::mutex publish_mu_;  // serial order == send order
+  sys_clock::time_point last_clean_{};
+  std::shared_ptr<cli_state> cli_;  // shared_ptr: type-erased deleter (incomplete here)
+};
+
+// Pure helpers (tests).
+// Wrap a publish load into the salt_payload bytes that form the frame body.
+std::string wrap_publish_payload(const wire::value& load, const crypto::crypticle& aes,
+                                 const crypto::rsa_key* sign_key, std::string_view sig_algo_name);
+// Salt's publish load (key order of ClearFuncs._prep_pub) for a request and jid.
+wire::value make_publish_load(const publish_request& req, const std::string& jid);
+
+}  // namespace sylvite::master

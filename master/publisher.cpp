@@ -1,0 +1,180 @@
+// sylvite::master publisher: jobs from the CLI to the publish port, as Salt 3008.5
+// ClearFuncs.publish/_prep_pub + PubServerChannel.wrap_payload:
+//   load (key order fun, arg, tgt, jid, ret, delimiter?, tgt_type, kwargs options, user)
+//   + serial -> Crypticle(AES).dumps -> {"enc": "aes", "load", "sig_algo"?, "sig"?}
+//   -> salt_payload bytes = the frame body (bin).
+// Topic filtering: glob/pcre/list go only to the identified connections of the matched
+// ids; every other target type is broadcast (minions filter themselves).
+// The serial is assigned, the payload encrypted and handed to the publish server under
+// one mutex, so the order minions receive publishes is the serial order (a minion drops
+// a publish whose serial is not greater than the last one it saw).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/match/match.hpp"
+#include "core/wire/frame.hpp"
+#include "core/wire/msgpack.hpp"
+#include "master/master.hpp"
+
+namespace sylvite::master {
+
+using wire::value;
+
+std::string wrap_publish_payload(const value& load, const crypto::crypticle& aes, const crypto::rsa_key* sign_key,
+                                 std::string_view sig_algo_name) {
+  value payload = value::object();
+  payload["enc"] = "aes";
+  std::string cipher = aes.dumps(load);
+  if (sign_key) {
+    auto algo = crypto::parse_sig_algo(sig_algo_name);
+    if (!algo) algo = crypto::sig_algo::pkcs1v15_sha1;
+    auto sig = crypto::sign(*sign_key, cipher, *algo);
+    payload["load"] = wire::make_bin(cipher);
+    if (sig) {
+      payload["sig_algo"] = std::string(crypto::to_string(*algo));
+      payload["sig"] = wire::make_bin(*sig);
+    } else {
+      spdlog::error("cannot sign a publish: {}", sig.error().message());
+    }
+  } else {
+    payload["load"] = wire::make_bin(cipher);
+  }
+  return wire::pack_payload(payload);
+}
+
+value make_publish_load(const publish_request& req, const std::string& jid) {
+  value arg = req.arg.is_array() ? req.arg : value::array();
+  if (req.kwarg.is_object() && !req.kwarg.empty()) {
+    value kw = value::object();
+    kw["__kwarg__"] = true;
+    for (auto it = req.kwarg.begin(); it != req.kwarg.end(); ++it) kw[it.key()] = it.value();
+    arg.push_back(std::move(kw));
+  }
+  value load = value::object();
+  load["fun"] = req.fun;
+  load["arg"] = std::move(arg);
+  load["tgt"] = req.tgt;
+  load["jid"] = jid;
+  load["ret"] = req.ret;
+  if (!req.delimiter.empty() && req.delimiter != ":") load["delimiter"] = req.delimiter;
+  load["tgt_type"] = req.tgt_type;
+  if (req.kwargs.is_object()) {
+    for (const char* k : {"ret_config", "metadata", "module_executors", "executor_opts", "ret_kwargs"}) {
+      if (auto it = req.kwargs.find(k); it != req.kwargs.end()) load[k] = *it;
+    }
+    if (auto b = wire::get_bool(req.kwargs, "start_event"); b && *b) load["start_event"] = true;
+  }
+  load["user"] = req.user;
+  return load;
+}
+
+std::vector<std::string> master_core::check_minions(const value& tgt, const std::string& tgt_type,
+                                                    const std::string& delimiter) {
+  const auto accepted = keys_.list(pki::key_state::accepted);
+  std::vector<std::shared_ptr<const minion_data_cache::entry>> keep;  // facts point into these
+  auto facts_of = [&](const std::string& id) {
+    match::minion_facts f;
+    f.id = id;
+    if (auto d = mdata_->get(id)) {
+      keep.push_back(d);
+      f.grains = &d->grains;
+      f.pillar = &d->pillar;
+    }
+    return f;
+  };
+  const char delim = delimiter.empty() ? ':' : delimiter[0];
+  auto r = match::check_minions(tgt, tgt_type, accepted, facts_of, true, delim, &cfg_.nodegroups);
+  return r.minions;
+}
+
+std::string master_core::wrap_publish(value load) {
+  auto aes = aes_->current();
+  if (!cfg_.cluster_id) load["serial"] = aes_->next_serial();
+  return wrap_publish_payload(load, aes->crypt, cfg_.sign_pub_messages ? &mkeys_.priv() : nullptr,
+                              cfg_.publish_signing_algorithm);
+}
+
+publish_result master_core::publish(const publish_request& req) {
+  publish_result res;
+  if (req.fun.empty()) {
+    res.error = "no function given";
+    return res;
+  }
+  res.minions = check_minions(req.tgt, req.tgt_type, req.delimiter);
+  if (req.tgt_type == "list") {
+    std::set<std::string> have(res.minions.begin(), res.minions.end());
+    std::vector<std::string> listed;
+    if (req.tgt.is_array()) {
+      for (const auto& v : req.tgt) {
+        if (auto t = wire::as_text(v)) listed.emplace_back(*t);
+      }
+    } else if (auto t = wire::as_text(req.tgt)) {
+      std::string s(*t);
+      std::size_t pos = 0;
+      while (pos <= s.size()) {
+        auto c = s.find(',', pos);
+        if (c == std::string::npos) c = s.size();
+        if (c > pos) listed.push_back(s.substr(pos, c - pos));
+        pos = c + 1;
+      }
+    }
+    for (auto& l : listed) {
+      if (!have.count(l)) res.missing.push_back(l);
+    }
+  }
+  if (res.minions.empty()) {
+    std::string t = req.tgt.is_string() ? req.tgt.get<std::string>() : req.tgt.dump();
+    res.error = "No minions matched the target. No command was sent, no jid was assigned.";
+    spdlog::info("publish of {} to {} ({}): no minion matched", req.fun, t, req.tgt_type);
+    return res;
+  }
+  res.jid = req.jid.empty() ? new_jid() : req.jid;
+
+  // Job cache: the clear load as Salt saves it.
+  value saved = value::object();
+  saved["cmd"] = "publish";
+  saved["tgt"] = req.tgt;
+  saved["fun"] = req.fun;
+  value load = make_publish_load(req, res.jid);
+  saved["arg"] = load["arg"];
+  saved["tgt_type"] = req.tgt_type;
+  saved["ret"] = req.ret;
+  saved["jid"] = res.jid;
+  saved["user"] = req.user;
+  value kw = req.kwargs.is_object() ? req.kwargs : value::object();
+  kw["delimiter"] = req.delimiter.empty() ? std::string(":") : req.delimiter;
+  saved["kwargs"] = kw;
+  if (cfg_.job_cache) {
+    auto r = jobs_->save_load(res.jid, saved, res.minions);
+    if (!r) spdlog::error("cannot save the load of job {}: {}", res.jid, r.error().message());
+  }
+  value ev = value::object();
+  ev["jid"] = res.jid;
+  ev["tgt_type"] = req.tgt_type;
+  ev["tgt"] = req.tgt;
+  ev["user"] = req.user;
+  ev["fun"] = req.fun;
+  ev["arg"] = load["arg"];
+  ev["minions"] = res.minions;
+  ev["missing"] = res.missing;
+  hub_.fire("salt/job/" + res.jid + "/new", ev, res.jid);
+
+  const bool topic = req.tgt_type == "glob" || req.tgt_type == "pcre" || req.tgt_type == "list";
+  {
+    std::lock_guard lk(publish_mu_);
+    std::string body = wrap_publish(load);
+    auto frame = std::make_shared<const std::string>(wire::pack_frame(value::object(), wire::make_bin(body)));
+    if (sink_) {
+      if (topic) sink_->publish_to(frame, res.minions);
+      else sink_->publish_all(frame);
+    }
+  }
+  counters_.publishes++;
+  if (cfg_.sign_pub_messages) counters_.rsa_private_ops++;
+  spdlog::info("User {} Published command {} with jid {}", req.user, req.fun, res.jid);
+  return res;
+}
+
+}  // namespace sylvite::master

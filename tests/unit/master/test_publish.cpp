@@ -1,0 +1,166 @@
+// Publishing: targets, topic filtering, payload wrapping (decoded like a Salt minion
+// does: salt_payload unpack, signature over the load bytes, Crypticle loads), serials.
+#include <gtest/gtest.h>
+
+#include "core/wire/frame.hpp"
+#include "core/wire/msgpack.hpp"
+#include "test_util.hpp"
+
+namespace sylvite::test {
+namespace {
+
+using wire::value;
+
+struct publish_fixture : ::testing::Test {
+  temp_dir tmp;
+  std::unique_ptr<master::master_core> core;
+  fake_sink sink;
+
+  void SetUp() override {
+    auto c = master::master_core::create(make_config(tmp.path));
+    ASSERT_TRUE(c) << c.error().message();
+    core = std::move(*c);
+    core->set_pub_sink(&sink);
+    for (auto id : {"web1", "web2", "db1"}) {
+      ASSERT_TRUE(core->key_store().write(pki::key_state::accepted, id, cached_key(1).public_pem()));
+    }
+    ASSERT_TRUE(core->key_store().write(pki::key_state::pending, "web9", cached_key(1).public_pem()));
+  }
+
+  // Decode a frame like a minion: returns the load (serial kept).
+  value open(const std::string& frame_bytes, value* payload_out = nullptr) {
+    wire::frame_parser p;
+    p.feed(frame_bytes);
+    auto f = p.next();
+    EXPECT_TRUE(f && *f);
+    if (!f || !*f) return nullptr;
+    EXPECT_EQ((*f)->head, value::object());
+    auto body = wire::as_bytes((*f)->body);
+    EXPECT_TRUE(body);
+    auto payload = wire::unpack(*body);
+    EXPECT_TRUE(payload);
+    if (payload_out) *payload_out = *payload;
+    EXPECT_EQ((*payload)["enc"], "aes");
+    auto lb = wire::as_bytes((*payload)["load"]);
+    auto sig = wire::as_bytes((*payload)["sig"]);
+    EXPECT_EQ((*payload)["sig_algo"], "PKCS1v15-SHA1");
+    EXPECT_TRUE(sig && crypto::verify(core->mkeys().pub(), *lb, *sig));
+    // loads() strips "serial"; decrypt by hand to see it.
+    auto plain = core->aes().current()->crypt.decrypt(*lb);
+    EXPECT_TRUE(plain);
+    if (!plain) return nullptr;
+    EXPECT_EQ(plain->substr(0, 8), "pickle::");
+    auto load = wire::unpack(plain->substr(8));
+    EXPECT_TRUE(load);
+    return load ? *load : value(nullptr);
+  }
+};
+
+TEST_F(publish_fixture, glob_targets_accepted_keys_only_and_uses_topics) {
+  master::publish_request req;
+  req.tgt = "web*";
+  req.fun = "test.ping";
+  auto r = core->publish(req);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.minions, (std::vector<std::string>{"web1", "web2"}));
+  EXPECT_EQ(r.jid.size(), 20u);
+  auto sent = sink.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_FALSE(sent[0].all);
+  EXPECT_EQ(sent[0].ids, r.minions);
+  auto load = open(*sent[0].frame);
+  std::vector<std::string> order;
+  for (auto it = load.begin(); it != load.end(); ++it) order.push_back(it.key());
+  EXPECT_EQ(order, (std::vector<std::string>{"fun", "arg", "tgt", "jid", "ret", "tgt_type", "user", "serial"}));
+  EXPECT_EQ(load["fun"], "test.ping");
+  EXPECT_EQ(load["arg"], value::array());
+  EXPECT_EQ(load["jid"], r.jid);
+  EXPECT_EQ(load["ret"], "");
+  EXPECT_EQ(load["serial"], 1);
+  auto saved = core->jobs().get_load(r.jid);
+  ASSERT_TRUE(saved);
+  EXPECT_EQ((*saved)["fun"], "test.ping");
+  EXPECT_EQ(core->jobs().get_minions(r.jid), r.minions);
+}
+
+TEST_F(publish_fixture, kwargs_become_a_trailing_kwarg_map_and_serial_increases) {
+  master::publish_request req;
+  req.tgt = "db1";
+  req.fun = "cmd.run";
+  req.arg = value::array({"ls -l"});
+  req.kwarg = value{{"cwd", "/tmp"}};
+  core->publish(req);
+  core->publish(req);
+  auto sent = sink.take();
+  ASSERT_EQ(sent.size(), 2u);
+  auto l1 = open(*sent[0].frame);
+  auto l2 = open(*sent[1].frame);
+  EXPECT_EQ(l1["arg"], (value::array({"ls -l", value{{"__kwarg__", true}, {"cwd", "/tmp"}}})));
+  EXPECT_LT(l1["serial"].get<int>(), l2["serial"].get<int>());
+}
+
+TEST_F(publish_fixture, list_and_pcre_targets) {
+  master::publish_request req;
+  req.fun = "test.ping";
+  req.tgt = value::array({"web1", "nope"});
+  req.tgt_type = "list";
+  auto r = core->publish(req);
+  EXPECT_EQ(r.minions, std::vector<std::string>{"web1"});
+  EXPECT_EQ(r.missing, std::vector<std::string>{"nope"});
+  req.tgt = "web1,db1";
+  EXPECT_EQ(core->publish(req).minions, (std::vector<std::string>{"db1", "web1"}));
+  req.tgt = "w.b[12]";
+  req.tgt_type = "pcre";
+  EXPECT_EQ(core->publish(req).minions, (std::vector<std::string>{"web1", "web2"}));
+}
+
+TEST_F(publish_fixture, grain_target_is_broadcast_and_greedy) {
+  core->minion_data().store("web1", value{{"os", "Debian"}}, value::object());
+  core->minion_data().store("web2", value{{"os", "RedHat"}}, value::object());
+  master::publish_request req;
+  req.fun = "test.ping";
+  req.tgt = "os:Debian";
+  req.tgt_type = "grain";
+  auto r = core->publish(req);
+  // db1 has no cached data: greedy includes it
+  EXPECT_EQ(r.minions, (std::vector<std::string>{"db1", "web1"}));
+  auto sent = sink.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].all);
+}
+
+TEST_F(publish_fixture, no_match_is_an_error_and_nothing_is_sent) {
+  master::publish_request req;
+  req.fun = "test.ping";
+  req.tgt = "zzz*";
+  auto r = core->publish(req);
+  EXPECT_FALSE(r.error.empty());
+  EXPECT_TRUE(sink.take().empty());
+}
+
+TEST_F(publish_fixture, rotation_resets_serial) {
+  master::publish_request req;
+  req.fun = "test.ping";
+  req.tgt = "web1";
+  core->publish(req);
+  core->publish(req);
+  ASSERT_TRUE(core->rotate_aes("test"));
+  core->publish(req);
+  auto sent = sink.take();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(open(*sent[2].frame)["serial"], 1);
+}
+
+TEST_F(publish_fixture, unsigned_when_sign_pub_messages_off) {
+  auto aes = crypto::crypticle::from_key_string(crypto::crypticle::generate_key_string());
+  auto bytes = master::wrap_publish_payload(value{{"fun", "x"}}, *aes, nullptr, "PKCS1v15-SHA1");
+  auto p = wire::unpack(bytes);
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->contains("sig"));
+  EXPECT_FALSE(p->contains("sig_algo"));
+  // Old-spec packing: no str8 (0xd9) / bin (0xc4..0xc6) markers at the top level.
+  EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x82);
+}
+
+}  // namespace
+}  // namespace sylvite::test

@@ -1,0 +1,285 @@
+// master_core request port: auth through handle_request, envelope refusals, AES
+// commands (_pillar send_private, _return first-wins, unknown commands), hellos,
+// key events and the maintenance tick.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/util/files.hpp"
+#include "core/wire/msgpack.hpp"
+#include "test_util.hpp"
+
+namespace sylvite::test {
+namespace {
+
+namespace fs = std::filesystem;
+using wire::value;
+
+const std::string kNonce = "0123456789abcdef0123456789abcdef";
+
+struct core_fixture : ::testing::Test {
+  temp_dir tmp;
+  std::unique_ptr<master::master_core> core;
+  fake_sink sink;
+  fake_minion m1{"m1", cached_key(1)};
+
+  void SetUp() override {
+    auto cfg = make_config(tmp.path);
+    customize(cfg);
+    auto c = master::master_core::create(cfg);
+    ASSERT_TRUE(c) << c.error().message();
+    core = std::move(*c);
+    core->set_pub_sink(&sink);
+  }
+  virtual void customize(config::master_config&) {}
+
+  // Accept m1 and authenticate it so it has a session key.
+  void login(fake_minion& fm) {
+    accept_key(*core, fm);
+    auto reply = core->handle_request(fm.auth_body(fm.auth_load(kNonce)), "test");
+    auto r = fm.check_auth_reply(reply, kNonce, core->mkeys().pub(), false);
+    ASSERT_TRUE(r) << reply.dump();
+  }
+  value call(fake_minion& fm, value load, const std::string& nonce = kNonce) {
+    auto reply = core->handle_request(fm.aes_body(std::move(load), nonce, fm.session), "test");
+    auto r = fm.open_reply(reply, nonce, fm.session);
+    EXPECT_TRUE(r) << reply.dump();
+    return r ? *r : value("<undecryptable>");
+  }
+};
+
+TEST_F(core_fixture, auth_then_aes_request_roundtrip) {
+  login(m1);
+  EXPECT_FALSE(m1.session.empty());
+  EXPECT_TRUE(fs::exists(core->cfg().cachedir / "sessions" / "m1"));
+  EXPECT_EQ(call(m1, value{{"cmd", "_mine"}, {"data", value::object()}}), value(true));
+  EXPECT_EQ(call(m1, value{{"cmd", "_master_tops"}}), value::object());
+  EXPECT_EQ(call(m1, value{{"cmd", "_no_such_command"}}), value::object());  // Salt: {}
+}
+
+TEST_F(core_fixture, session_key_is_stable_across_auths) {
+  login(m1);
+  auto s1 = m1.session;
+  login(m1);
+  EXPECT_EQ(s1, m1.session);
+}
+
+TEST_F(core_fixture, v2_auth_refused_by_default) {
+  accept_key(*core, m1);
+  auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce), 2), "test");
+  EXPECT_EQ(reply, value("bad load"));
+}
+
+TEST_F(core_fixture, body_refusals) {
+  EXPECT_EQ(core->handle_request(value("junk"), "t"), value("bad load"));
+  EXPECT_EQ(core->handle_request(value{{"enc", "aes"}}, "t"), value("bad load"));
+  EXPECT_EQ(core->handle_request(value{{"enc", "clear"}, {"load", 5}, {"version", 3}}, "t"),
+            value("payload and load must be a dict"));
+  EXPECT_EQ(core->handle_request(value{{"enc", "clear"}, {"load", value{{"id", 5}}}, {"version", 3}}, "t"),
+            value("bad load: id 5 is not a string"));
+  EXPECT_EQ(core->handle_request(value{{"enc", "clear"}, {"load", value{{"id", std::string("a\0b", 3)}}},
+                                       {"version", 3}},
+                                 "t"),
+            value("bad load: id contains a null byte"));
+}
+
+TEST_F(core_fixture, envelope_refusals) {
+  login(m1);
+  value ok_load{{"cmd", "_mine"}, {"data", value::object()}};
+  // bad version
+  EXPECT_EQ(core->handle_request(m1.aes_body(ok_load, kNonce, m1.session, 2), "t"), value("bad load"));
+  // no tok
+  EXPECT_EQ(core->handle_request(m1.aes_body(ok_load, kNonce, m1.session, 3, false), "t"), value("bad load"));
+  // bad tok (another key's token)
+  {
+    auto b = value(ok_load);
+    fake_minion imposter{"m1", cached_key(2)};
+    b["tok"] = wire::make_bin(imposter.tok());
+    auto body = m1.aes_body(b, kNonce, m1.session, 3, false);
+    EXPECT_EQ(core->handle_request(body, "t"), value("bad load"));
+  }
+  // envelope id != load id
+  {
+    auto body = m1.aes_body(value{{"cmd", "_mine"}, {"id", "m2"}}, kNonce, m1.session);
+    EXPECT_EQ(core->handle_request(body, "t"), value("bad load"));
+  }
+  // id with '/'
+  {
+    auto body = m1.aes_body(ok_load, kNonce, m1.session);
+    body["id"] = "../m1";
+    EXPECT_EQ(core->handle_request(body, "t"), value("bad load"));
+  }
+  // garbage ciphertext
+  {
+    auto body = m1.aes_body(ok_load, kNonce, m1.session);
+    body["load"] = wire::make_bin(std::string(200, 'x'));
+    EXPECT_EQ(core->handle_request(body, "t"), value("bad load"));
+  }
+  // encrypted with another key (e.g. a session key regenerated since)
+  {
+    auto body = m1.aes_body(ok_load, kNonce, crypto::crypticle::generate_key_string());
+    EXPECT_EQ(core->handle_request(body, "t"), value("bad load"));
+  }
+  // unknown minion: no session file
+  {
+    fake_minion m9{"m9", cached_key(2)};
+    auto body = m9.aes_body(ok_load, kNonce, m1.session);
+    EXPECT_EQ(core->handle_request(body, "t"), value("bad load"));
+    EXPECT_FALSE(fs::exists(core->cfg().cachedir / "sessions" / "m9"));
+  }
+  // non-map load inside the ciphertext
+  {
+    auto c = crypto::crypticle::from_key_string(m1.session);
+    value body{{"enc", "aes"}, {"load", wire::make_bin(c->dumps(value::array({1, 2})))}, {"version", 3}, {"id", "m1"}};
+    EXPECT_EQ(core->handle_request(body, "t"), value("payload and load must be a dict"));
+  }
+  EXPECT_GE(core->counters().refused.load(), 8u);
+  // still serving
+  EXPECT_EQ(call(m1, ok_load), value(true));
+}
+
+TEST_F(core_fixture, pillar_is_sent_private_and_cached) {
+  ASSERT_TRUE(util::write_file_atomic(tmp.path / "srv/pillar/top.sls", "base:\n  '*':\n    - common\n"));
+  ASSERT_TRUE(util::write_file_atomic(tmp.path / "srv/pillar/common.sls", "colour: blue\n"));
+  login(m1);
+  value load{{"cmd", "_pillar"}, {"grains", value{{"os", "Debian"}}}, {"saltenv", nullptr},
+             {"pillarenv", nullptr}, {"pillar_override", value::object()},
+             {"extra_minion_data", value::object()}, {"ver", "2"}};
+  auto reply = core->handle_request(m1.aes_body(load, kNonce, m1.session), "t");
+  ASSERT_TRUE(reply.is_object()) << reply.dump();
+  auto key = crypto::oaep_decrypt(m1.key, *wire::as_bytes(reply["key"]));
+  ASSERT_TRUE(key);
+  auto pc = crypto::crypticle::from_key_string(*key);
+  ASSERT_TRUE(pc);
+  auto signed_msg = pc->loads(*wire::as_bytes(reply["pillar"]));
+  ASSERT_TRUE(signed_msg);
+  auto data = wire::as_bytes((*signed_msg)["data"]);
+  auto sig = wire::as_bytes((*signed_msg)["sig"]);
+  ASSERT_TRUE(data && sig);
+  EXPECT_TRUE(crypto::verify(core->mkeys().pub(), *data, *sig));
+  auto d = wire::unpack(*data);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*wire::as_bytes((*d)["key"]), *wire::as_bytes(reply["key"]));
+  EXPECT_EQ((*d)["nonce"], kNonce);
+  EXPECT_EQ((*d)["pillar"]["colour"], "blue");
+  auto cached = core->minion_data().get("m1");
+  ASSERT_TRUE(cached);
+  EXPECT_EQ(cached->grains["os"], "Debian");
+  EXPECT_EQ(cached->grains["id"], "m1");
+  EXPECT_TRUE(fs::exists(core->cfg().cachedir / "minions" / "m1" / "data.p"));
+}
+
+TEST_F(core_fixture, pillar_without_grains_is_empty) {
+  login(m1);
+  auto reply = core->handle_request(m1.aes_body(value{{"cmd", "_pillar"}, {"ver", "2"}}, kNonce, m1.session), "t");
+  auto key = crypto::oaep_decrypt(m1.key, *wire::as_bytes(reply["key"]));
+  auto pc = crypto::crypticle::from_key_string(*key);
+  auto signed_msg = pc->loads(*wire::as_bytes(reply["pillar"]));
+  auto d = wire::unpack(*wire::as_bytes((*signed_msg)["data"]));
+  EXPECT_EQ((*d)["pillar"], value::object());
+}
+
+TEST_F(core_fixture, return_is_stored_first_wins_and_notifies) {
+  login(m1);
+  std::vector<std::string> tags;
+  core->hub().subscribe_jid("20250101000000000001",
+                            [&](const std::string& tag, const value&) { tags.push_back(tag); });
+  value ret{{"cmd", "_return"}, {"success", true}, {"return", "first"}, {"retcode", 0},
+            {"jid", "20250101000000000001"}, {"fun", "test.echo"}, {"fun_args", value::array({"first"})}};
+  EXPECT_EQ(call(m1, ret), value(nullptr));
+  ret["return"] = "second";
+  EXPECT_EQ(call(m1, ret), value(nullptr));
+  auto rets = core->jobs().get_returns("20250101000000000001");
+  EXPECT_EQ(rets["m1"]["return"], "first");
+  EXPECT_EQ(tags, std::vector<std::string>{"salt/job/20250101000000000001/ret/m1"});
+}
+
+TEST_F(core_fixture, return_with_req_jid_gets_a_new_jid) {
+  login(m1);
+  std::string seen;
+  core->hub().subscribe_all([&](const std::string& tag, const value&) {
+    if (tag.rfind("salt/job/", 0) == 0) seen = tag;
+  });
+  value ret{{"cmd", "_return"}, {"success", true}, {"return", true}, {"retcode", 0},
+            {"jid", "req"}, {"fun", "test.ping"}, {"fun_args", value::array()}};
+  call(m1, ret);
+  ASSERT_FALSE(seen.empty());
+  auto jid = seen.substr(9, 20);
+  auto load = core->jobs().get_load(jid);
+  ASSERT_TRUE(load);
+  EXPECT_EQ((*load)["tgt"], "m1");
+  EXPECT_EQ((*load)["tgt_type"], "glob");
+}
+
+TEST_F(core_fixture, minion_event_is_fired) {
+  login(m1);
+  std::vector<std::string> tags;
+  core->hub().subscribe_all([&](const std::string& tag, const value&) { tags.push_back(tag); });
+  EXPECT_EQ(call(m1, value{{"cmd", "_minion_event"}, {"tag", "salt/minion/m1/start"}, {"data", "hi"},
+                           {"pretag", nullptr}}),
+            value(nullptr));
+  EXPECT_EQ(tags, std::vector<std::string>{"salt/minion/m1/start"});
+}
+
+TEST_F(core_fixture, master_opts_has_mandatory_keys) {
+  login(m1);
+  auto r = call(m1, value{{"cmd", "_master_opts"}});
+  EXPECT_TRUE(r.contains("file_roots"));
+  EXPECT_TRUE(r.contains("renderer"));
+  EXPECT_TRUE(r.contains("state_top"));
+}
+
+TEST_F(core_fixture, hello_identifies_with_current_or_recent_key) {
+  login(m1);
+  auto id = core->handle_hello(m1.hello_body(m1.aes), "t");
+  ASSERT_TRUE(id);
+  EXPECT_EQ(*id, "m1");
+  auto old = m1.aes;
+  ASSERT_TRUE(core->rotate_aes("test"));
+  EXPECT_TRUE(core->handle_hello(m1.hello_body(old), "t"));  // previous key, within grace
+  EXPECT_FALSE(core->handle_hello(m1.hello_body(crypto::crypticle::generate_key_string()), "t"));
+  fake_minion imposter{"m1", cached_key(2)};
+  EXPECT_FALSE(core->handle_hello(imposter.hello_body(core->aes().current()->crypt.key_string()), "t"));
+  EXPECT_FALSE(core->handle_hello(value("x"), "t"));
+}
+
+TEST_F(core_fixture, key_delete_rotates_and_revokes) {
+  login(m1);
+  auto before = core->aes().current()->generation;
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));
+  EXPECT_TRUE(core->key_event("delete", {"m1"}));
+  EXPECT_GT(core->aes().current()->generation, before);
+  EXPECT_FALSE(fs::exists(core->cfg().cachedir / "sessions" / "m1"));
+  EXPECT_EQ(sink.disconnected, std::vector<std::string>{"m1"});
+  EXPECT_FALSE(core->key_event("accept", {"m1"}));
+}
+
+TEST_F(core_fixture, maintenance_rotates_on_drop_file) {
+  auto before = core->aes().current()->generation;
+  ASSERT_TRUE(util::write_file_atomic(core->cfg().cachedir / ".dfn", "testmaster", 0400));
+  core->maintenance();
+  EXPECT_GT(core->aes().current()->generation, before);
+  EXPECT_FALSE(fs::exists(core->cfg().cachedir / ".dfn"));
+  auto g = core->aes().current()->generation;
+  core->maintenance(master::sys_clock::now() + std::chrono::seconds(core->cfg().publish_session + 1));
+  EXPECT_GT(core->aes().current()->generation, g);
+}
+
+struct v2_fixture : core_fixture {
+  void customize(config::master_config& c) override { c.minimum_auth_version = 2; }
+};
+
+TEST_F(v2_fixture, v2_minion_uses_the_aes_key) {
+  accept_key(*core, m1);
+  auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce), 2), "test");
+  ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys().pub(), false));
+  // v2 request: AES key, tok optional
+  auto body = m1.aes_body(value{{"cmd", "_mine"}, {"data", value::object()}}, kNonce, m1.aes, 2, false);
+  body.erase("id");
+  auto r = m1.open_reply(core->handle_request(body, "t"), kNonce, m1.aes);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, value(true));
+}
+
+}  // namespace
+}  // namespace sylvite::test
