@@ -50,8 +50,11 @@ output::options make_output_options(const output_flags& f) {
 void emit(const output_flags& f, const std::string& text) {
   if (text.empty()) return;
   if (!f.out_file.empty()) {
-    // Salt opens the file in append mode for every display_output call.
-    std::ofstream of(f.out_file, std::ios::app);
+    // Salt truncates the file once (unless --out-file-append), then appends every
+    // display_output call to it.
+    static bool first = true;
+    std::ofstream of(f.out_file, (first && !f.out_file_append) ? std::ios::trunc : std::ios::app);
+    first = false;
     of << text;
     return;
   }

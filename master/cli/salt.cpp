@@ -110,7 +110,6 @@ int main(int argc, char** argv) {
   ea->add_option("--username", username, "Username for external authentication.");
   ea->add_option("--password", password, "Password for external authentication.");
   cli::add_output_flags(app, of, "salt");
-  of.out_file.clear();
   auto* og = app.get_option_group("Output Options");
   og->add_option("--state-output,--state_output", state_output, "Override the configured state_output value (accepted).");
   og->add_option("--state-verbose,--state_verbose", state_verbose, "Override the configured state_verbose value (accepted).");
@@ -256,7 +255,7 @@ int main(int argc, char** argv) {
         if (auto o = wire::get_text(item, "out"); o && output::known(*o)) outname = std::string(*o);
         output::options opt = base_opt;
         opt.retcode = rc;
-        std::cout << output::display(out_for(outname), data, opt) << std::flush;
+        cli::emit(of, output::display(out_for(outname), data, opt));
       }
       any_output = true;
     } else if (auto j = wire::get_text(item, "jid")) {
@@ -298,7 +297,7 @@ int main(int argc, char** argv) {
     if (!is_static) {
       output::options opt = base_opt;
       opt.retcode = cli::ex_generic;
-      std::cout << output::display(out_for("no_return"), data, opt) << std::flush;
+      cli::emit(of, output::display(out_for("no_return"), data, opt));
     }
     any_output = true;
   }
@@ -306,7 +305,7 @@ int main(int argc, char** argv) {
   if (is_static) {
     // Salt's --static runs through the batch code and prints once; it does not turn
     // minion retcodes into the exit code.
-    std::cout << output::display(out_for("nested"), all, base_opt) << std::flush;
+    cli::emit(of, output::display(out_for("nested"), all, base_opt));
     if (all.empty()) {
       std::cerr << "ERROR: No return received\n";
       return cli::ex_client_error;

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   auto r = cli::master_request(*cfg, body, wait);
   if (!r.body) {
     std::cerr << r.error << "\n";
-    return cli::ex_client_error;
+    return cli::ex_generic;  // Salt: raise SystemExit(str(exc))
   }
   const value& rep = *r.body;
   if (auto err = wire::get_text(rep, "error")) {
