@@ -246,6 +246,19 @@ TEST(Keys, FingerMatchesSalt) {
   EXPECT_EQ(r.rc, 0);
 }
 
+TEST(Keys, FingerAllListsLocalKeysFirst) {
+  temp_master m;
+  const std::string pub = "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n";
+  std::ofstream(m.cfg.pki_dir / "master.pub") << pub;
+  keys::key_options o;
+  o.finger_all = true;
+  auto r = run_key(m, o);
+  auto fp = keys::key_fingerprint(pub, "sha256");
+  ASSERT_TRUE(fp.has_value());
+  EXPECT_EQ(r.out.rfind("Local Keys:\nmaster.pub:  " + *fp + "\nAccepted Keys:\n", 0), 0u) << r.out;
+  EXPECT_EQ(fp->size(), 95u);  // 32 bytes as hex pairs joined by ':'
+}
+
 TEST(Keys, AcceptNoMatchIsExitZero) {
   temp_master m;
   keys::key_options o;
