@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@ constexpr std::size_t aes_key_size = 24;   // AES-192 (Salt: key_size=192 everyw
 constexpr std::size_t hmac_key_size = 32;  // SHA-256 digest size
 constexpr std::size_t block = 16;
 constexpr std::size_t mac_size = 32;
+constexpr std::size_t max_len = static_cast<std::size_t>(INT32_MAX) - 64;
 
 struct cipher_ctx_free {
   void operator()(EVP_CIPHER_CTX* c) const noexcept { EVP_CIPHER_CTX_free(c); }
@@ -79,6 +81,7 @@ std::string crypticle::encrypt(std::string_view plain) const {
   // IV || AES-192-CBC(PKCS#7(plain)) || HMAC-SHA256(IV || CT). Returns "" only if this
   // crypticle has no key or OpenSSL fails (neither happens with a valid key).
   if (aes_key_.size() != aes_key_size || aes_192_cbc() == nullptr) return {};
+  if (plain.size() > max_len) return {};  // EVP takes int lengths
   std::string out = random_bytes(block);
   out.resize(block + (plain.size() / block + 1) * block + mac_size);
   cipher_ctx_ptr ctx(EVP_CIPHER_CTX_new());
@@ -107,6 +110,7 @@ result<std::string> crypticle::decrypt(std::string_view data) const {
   // truncated or empty string there, only a key holder can produce it).
   if (aes_key_.size() != aes_key_size || aes_192_cbc() == nullptr) return errc::bad_key;
   if (data.size() < block + block + mac_size) return errc::bad_format;
+  if (data.size() > max_len) return errc::bad_format;  // EVP takes int lengths
   const std::string_view signed_part = data.substr(0, data.size() - mac_size);
   const std::string_view mac = data.substr(data.size() - mac_size);
   unsigned char expect[mac_size];
