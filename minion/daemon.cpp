@@ -532,18 +532,21 @@ class daemon : public std::enable_shared_from_this<daemon> {
     const std::uint64_t gen = pub_gen_;
     auto self = shared_from_this();
     wire::value hello = make_hello(cfg_.id, sess_->auth().tok(), *aes);
-    auto r = co_await pub_->connect(
-        transport::endpoint{sess_->master_host(), static_cast<std::uint16_t>(port), {}}, std::move(hello),
-        [self, gen](wire::value body) {
-          if (gen != self->pub_gen_ || self->stopping_) return;
-          asio::co_spawn(self->io_, self->handle_publish(std::move(body)), asio::detached);
-        },
-        [self, gen](error_code why) {
-          if (gen != self->pub_gen_) return;
-          spdlog::debug("Publish connection closed: {}", why.message());
-          self->pub_lost_ = true;
-          if (self->serve_ev_) self->serve_ev_->fire();
-        });
+    // Named locals only: GCC 12 mishandles temporaries with destructors inside co_await
+    // expressions (double destruction), so nothing is constructed in the call below.
+    transport::endpoint ep{sess_->master_host(), static_cast<std::uint16_t>(port), {}};
+    transport::pub_client::message_handler on_msg = [self, gen](wire::value body) {
+      if (gen != self->pub_gen_ || self->stopping_) return;
+      asio::co_spawn(self->io_, self->handle_publish(std::move(body)), asio::detached);
+    };
+    transport::pub_client::closed_handler on_closed = [self, gen](error_code why) {
+      if (gen != self->pub_gen_) return;
+      spdlog::debug("Publish connection closed: {}", why.message());
+      self->pub_lost_ = true;
+      if (self->serve_ev_) self->serve_ev_->fire();
+    };
+    auto pub = pub_;
+    auto r = co_await pub->connect(std::move(ep), std::move(hello), std::move(on_msg), std::move(on_closed));
     if (!r) {
       spdlog::error("Unable to connect to the publish port {}:{}: {}", sess_->master_host(), port, r.error().message());
       co_return false;
@@ -561,9 +564,15 @@ class daemon : public std::enable_shared_from_this<daemon> {
         co_return false;
       }
       sess_->set_pillar(std::move(*p));
-      if (cfg_.enable_legacy_startup_events) co_await sess_->fire_event("minion_start", data);
+      if (cfg_.enable_legacy_startup_events) {
+        std::string legacy_tag = "minion_start";
+        wire::value d1 = data;
+        co_await sess_->fire_event(std::move(legacy_tag), std::move(d1));
+      }
     }
-    co_await sess_->fire_event("salt/minion/" + cfg_.id + "/start", data);
+    std::string tag = "salt/minion/" + cfg_.id + "/start";
+    wire::value d2 = data;
+    co_await sess_->fire_event(std::move(tag), std::move(d2));
     co_return true;
   }
 
