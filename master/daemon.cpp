@@ -35,6 +35,7 @@ class pub_adapter final : public pub_sink {
   }
   std::vector<std::string> connected_ids() const override { return s_.connected_ids(); }
   bool is_connected(const std::string& id) const override { return s_.is_connected(id); }
+  std::size_t connection_count() const override { return s_.connection_count(); }
   void disconnect(const std::string& id) override {
     // transport::pub_server has no per-id disconnect yet: the rotated AES key already
     // stops a revoked minion from reading new publishes, and it cannot re-auth.

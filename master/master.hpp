@@ -40,6 +40,7 @@ class pub_sink {
   virtual void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids) = 0;
   virtual std::vector<std::string> connected_ids() const = 0;
   virtual bool is_connected(const std::string& id) const = 0;
+  virtual std::size_t connection_count() const = 0;  // identified or not
   // Close every publish connection identified as id (key deleted/rejected).
   virtual void disconnect(const std::string& id) = 0;
 };
@@ -154,6 +155,8 @@ class master_core {
                               bool sign_messages, const wire::value& envelope);
   wire::value handle_return(wire::value& load);
   wire::value handle_pillar(const wire::value& load);
+
+  bool topic_fallback(const std::vector<std::string>& targets) const;
 
   // cli_service.cpp
   struct cli_state;

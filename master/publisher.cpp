@@ -96,6 +96,24 @@ std::string master_core::wrap_publish(value load) {
                               cfg_.publish_signing_algorithm);
 }
 
+// A minion that reconnects after a master restart sends its hello encrypted with the
+// old AES key (3008.5 re-uses its AsyncAuth and re-auths only later), so its publish
+// connection stays unidentified: Salt's master then never sends it glob/list jobs.
+// We broadcast instead when a target has no identified connection while unidentified
+// connections exist; the minion filters itself (as for grain targets), and the first
+// publish it cannot decrypt makes it re-authenticate.
+bool master_core::topic_fallback(const std::vector<std::string>& targets) const {
+  bool missing = false;
+  for (const auto& id : targets) {
+    if (!sink_->is_connected(id)) {
+      missing = true;
+      break;
+    }
+  }
+  if (!missing) return false;
+  return sink_->connection_count() > sink_->connected_ids().size();
+}
+
 publish_result master_core::publish(const publish_request& req) {
   publish_result res;
   if (req.fun.empty()) {
@@ -167,7 +185,7 @@ publish_result master_core::publish(const publish_request& req) {
     std::string body = wrap_publish(load);
     auto frame = std::make_shared<const std::string>(wire::pack_frame(value::object(), wire::make_bin(body)));
     if (sink_) {
-      if (topic) sink_->publish_to(frame, res.minions);
+      if (topic && !topic_fallback(res.minions)) sink_->publish_to(frame, res.minions);
       else sink_->publish_all(frame);
     }
   }

@@ -377,13 +377,17 @@ value master_core::dispatch_aes(const std::string& cmd, value& load, int /*versi
   }
   if (cmd == "_mine_get") return value::object();
   if (cmd == "_mine_delete" || cmd == "_mine_flush") return wire::find(load, "id") ? value(true) : value::object();
+  if (cmd == "_register_resources") {
+    // 3008.5 minions register their "resources" at start; we keep no resource index.
+    return wire::find(load, "id") && wire::find(load, "resources") ? value(true) : value::object();
+  }
   if (cmd == "_master_opts") return master_opts_reply(cfg_, load);
   if (cmd == "_master_tops") return value::object();
   if (cmd == "_ext_nodes") return value::object();
   if (fileserver::handles(cmd)) return files_->handle(cmd, load);
   if (cmd == "_file_recv" || cmd == "revoke_auth" || cmd == "minion_pub" || cmd == "minion_publish" ||
       cmd == "minion_runner" || cmd == "pub_ret" || cmd == "_syndic_return" || cmd == "verify_minion" ||
-      cmd == "_register_resources" || cmd == "_file_hash_and_stat") {
+      cmd == "_file_hash_and_stat") {
     spdlog::info("AES command {} from {} is not supported", cmd, peer);
     return false;
   }

@@ -164,3 +164,26 @@ TEST_F(publish_fixture, unsigned_when_sign_pub_messages_off) {
 
 }  // namespace
 }  // namespace sylvite::test
+
+namespace sylvite::test {
+namespace {
+
+TEST_F(publish_fixture, topic_target_without_identified_connection_is_broadcast_if_unidentified_exist) {
+  master::publish_request req;
+  req.fun = "test.ping";
+  req.tgt = "web*";
+  sink.connected = {"web1"};
+  sink.connections = 1;
+  core->publish(req);  // web2 not connected, no unidentified connection: topic send
+  auto sent = sink.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_FALSE(sent[0].all);
+  sink.connections = 3;  // two connections whose hello failed (stale AES key)
+  core->publish(req);
+  sent = sink.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].all);
+}
+
+}  // namespace
+}  // namespace sylvite::test

@@ -67,6 +67,8 @@ class fake_sink : public master::pub_sink {
   void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids) override;
   std::vector<std::string> connected_ids() const override;
   bool is_connected(const std::string& id) const override;
+  std::size_t connection_count() const override { return connections; }
+  std::size_t connections = 0;
   void disconnect(const std::string& id) override;
   std::vector<sent> take();
   std::vector<std::string> connected;
