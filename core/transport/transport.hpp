@@ -69,6 +69,8 @@ struct peer_info {
 // Answers one request. reply() may be called once from any thread; push() sends a
 // non-final frame (head gets "more": true) for streaming answers (CLI event waits).
 // If the responder is destroyed without reply(), nothing is sent (Salt clients retry).
+// reply()/push() after the connection closed are dropped silently; a reply that does not
+// fit the write queue disconnects the peer (logged once).
 class responder {
  public:
   virtual ~responder() = default;
@@ -84,8 +86,12 @@ class req_server {
  public:
   req_server(asio::io_context& io, endpoint ep, options opt, request_handler h);
   ~req_server();
-  result<void> start();          // bind + listen + accept loop
-  void stop();                   // stop accepting, close every connection
+  // bind + listen + accept loop. Unix socket: a stale socket file is replaced; fails
+  // with address_in_use if a server answers there, EEXIST if the path is not a socket.
+  result<void> start();
+  // Stop accepting, close every connection (asynchronously: frames already read may
+  // still reach the handler), remove the Unix socket file it created. Thread-safe.
+  void stop();
   std::uint16_t bound_port() const;
   std::size_t connection_count() const;
 
@@ -124,7 +130,12 @@ class pub_server {
 };
 
 // Request client: one connection, many requests in flight matched by head.mid (uuid4).
-// Reconnects lazily on the next request after a failure.
+// Reconnects lazily on the next request after a failure. Errors: errc::timeout (request
+// deadline or connect_timeout), resolve_failed, connect_failed, disconnected (connection
+// lost while pending), queue_full (request does not fit the write queue), bad_frame (body
+// cannot be encoded), closed (after close(); also for requests made later).
+// Completions are posted to the awaiting coroutine's executor; the client itself runs on
+// its own strand, so any thread may call it.
 class req_client : public std::enable_shared_from_this<req_client> {
  public:
   static std::shared_ptr<req_client> create(asio::any_io_executor ex, endpoint ep, options opt = {});
@@ -140,7 +151,10 @@ class req_client : public std::enable_shared_from_this<req_client> {
 
 // Publish client (minion side): connects, sends the hello frame given by the caller,
 // then delivers each received frame body. on_closed fires once per lost connection
-// (error says why); the owner decides when to reconnect (call connect() again).
+// (error says why: eof, connection_reset, timed_out from keepalive/TCP_USER_TIMEOUT,
+// errc::bad_frame, errc::queue_full); the owner decides when to reconnect (call connect()
+// again). close() and a new connect() replace the connection silently (no on_closed).
+// Handlers run on the client's strand.
 class pub_client : public std::enable_shared_from_this<pub_client> {
  public:
   using message_handler = std::function<void(wire::value body)>;
