@@ -283,3 +283,55 @@ TEST_F(v2_fixture, v2_minion_uses_the_aes_key) {
 
 }  // namespace
 }  // namespace sylvite::test
+
+namespace sylvite::test {
+namespace {
+
+// Cheap in-process fuzz smoke (the libFuzzer target is tests/fuzz/fuzz_auth.cpp):
+// mutated bodies, loads and ciphertexts never throw and always get an answer.
+TEST_F(core_fixture, mutated_requests_never_crash) {
+  login(m1);
+  std::uint32_t seed = 12345;
+  auto rnd = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+  };
+  const value samples[] = {nullptr, true, 7, -1, 3.5, "x", "", wire::make_bin("\x00\xff"), value::array({1, "a"}),
+                           value::object(), value{{"k", value::array()}}};
+  const char* keys[] = {"cmd", "id", "tok", "nonce", "grains", "jid", "return", "path", "saltenv", "loc",
+                        "events", "tag", "data", "pub", "token", "enc_algo", "sig_algo", "ver", "prefix"};
+  const char* cmds[] = {"_return", "_pillar", "_minion_event", "_mine", "_serve_file", "_file_list", "_file_hash",
+                        "_file_find", "_master_opts", "_auth", "_dir_list", "_symlink_list", "nope"};
+  for (int i = 0; i < 400; ++i) {
+    value load{{"cmd", cmds[rnd() % std::size(cmds)]}};
+    for (int k = 0, n = static_cast<int>(rnd() % 5); k < n; ++k) {
+      load[keys[rnd() % std::size(keys)]] = samples[rnd() % std::size(samples)];
+    }
+    value body;
+    switch (rnd() % 4) {
+      case 0:
+        body = m1.aes_body(load, kNonce, m1.session);
+        break;
+      case 1: {
+        body = m1.aes_body(load, kNonce, m1.session);
+        auto b = std::string(*wire::as_bytes(body["load"]));
+        b[rnd() % b.size()] ^= static_cast<char>(1 + rnd() % 255);
+        body["load"] = wire::make_bin(b);
+        break;
+      }
+      case 2:
+        body = value{{"enc", "clear"}, {"load", load}, {"version", static_cast<int>(rnd() % 5)}};
+        break;
+      default:
+        body = value{{"enc", samples[rnd() % std::size(samples)]}, {"load", samples[rnd() % std::size(samples)]},
+                     {"version", samples[rnd() % std::size(samples)]}, {"id", samples[rnd() % std::size(samples)]}};
+    }
+    value reply;
+    EXPECT_NO_THROW(reply = core->handle_request(body, "fuzz"));
+    EXPECT_FALSE(reply.is_null()) << body.dump();
+  }
+  EXPECT_EQ(call(m1, value{{"cmd", "_mine"}, {"data", value::object()}}), value(true));
+}
+
+}  // namespace
+}  // namespace sylvite::test
