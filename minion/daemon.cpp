@@ -606,6 +606,11 @@ class daemon : public std::enable_shared_from_this<daemon> {
         spdlog::debug("Publish not targeted at this minion: {}", load.value("tgt", wire::value()).dump());
         co_return;
       }
+      // Salt 3008.5's _target_load annotates the load (resource targeting); jobs see these
+      // keys as __pub_resource_targets etc., so keep them for identical module returns.
+      load["resource_targets"] = wire::value::array();
+      load["pure_resource_target"] = false;
+      load["minion_is_target"] = true;
       const std::string jid(wire::get_text(load, "jid").value_or(""));
       if (!jids_.add(jid)) {
         spdlog::debug("Jid {} already executed", jid);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -21,6 +22,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/crypto/rsa.hpp"
 #include "core/util/files.hpp"
 #include "minion/version.hpp"
 
@@ -127,15 +129,63 @@ std::string dpkg_arch(const std::string& machine) {
   return machine;
 }
 
-// Salt's server_id: crc32 of the id, masked to 31 bits.
+// Salt's server_id: abs(int(sha256(id).hexdigest(), 16) % 2**31) = low 31 bits of the digest.
 long long server_id(const std::string& id) {
-  std::uint32_t crc = 0xFFFFFFFFu;
-  for (unsigned char c : id) {
-    crc ^= c;
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  std::string d = crypto::sha256(id);
+  std::uint32_t low = 0;
+  for (std::size_t i = d.size() - 4; i < d.size(); ++i) low = (low << 8) | static_cast<unsigned char>(d[i]);
+  return static_cast<long long>(low & 0x7FFFFFFFu);
+}
+
+// salt.grains.core._linux_init_system, simplified: look at pid 1's command.
+std::string init_system() {
+  auto cmdline = util::read_file("/proc/1/cmdline");
+  if (!cmdline || cmdline->empty()) return "unknown";
+  std::string first = cmdline->substr(0, cmdline->find('\0'));
+  std::string base = std::filesystem::path(first).filename().string();
+  std::error_code ec;
+  if (base == "systemd") return "systemd";
+  if (base == "init") {
+    auto target = std::filesystem::read_symlink(first.empty() ? "/sbin/init" : first, ec);
+    if (!ec && target.string().find("systemd") != std::string::npos) return "systemd";
+    if (std::filesystem::exists("/run/systemd/system", ec)) return "systemd";
+    if (std::filesystem::exists("/run/openrc", ec)) return "openrc";
+    return "sysvinit";
   }
-  crc ^= 0xFFFFFFFFu;
-  return static_cast<long long>(crc & 0x7FFFFFFFu);
+  if (base == "runit" || base == "runsvdir") return "runit";
+  if (base == "openrc-init") return "openrc";
+  return "unknown";
+}
+
+struct iface_addrs {
+  std::map<std::string, std::vector<std::string>> v4, v6;
+  std::map<std::string, std::string> hw;
+};
+
+iface_addrs per_interface() {
+  iface_addrs out;
+  ifaddrs* ifa = nullptr;
+  if (::getifaddrs(&ifa) != 0) return out;
+  for (ifaddrs* p = ifa; p; p = p->ifa_next) {
+    if (!p->ifa_name) continue;
+    std::string name = p->ifa_name;
+    out.v4[name];
+    out.v6[name];
+    if (!p->ifa_addr) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (p->ifa_addr->sa_family == AF_INET) {
+      if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr, buf, sizeof buf))
+        out.v4[name].push_back(buf);
+    } else if (p->ifa_addr->sa_family == AF_INET6) {
+      if (::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, buf, sizeof buf))
+        out.v6[name].push_back(buf);
+    }
+  }
+  ::freeifaddrs(ifa);
+  for (const auto& [name, v] : out.v4) {
+    if (auto mac = util::read_file("/sys/class/net/" + name + "/address")) out.hw[name] = trim(*mac);
+  }
+  return out;
 }
 
 }  // namespace
@@ -201,10 +251,19 @@ wire::value collect_grains(const config::minion_config& cfg) {
   g["osrelease_info"] = int_list(rel.version_id);
   if (!g["osrelease_info"].empty()) g["osmajorrelease"] = g["osrelease_info"][0];
   g["oscodename"] = rel.codename;
-  g["osfinger"] = (rel.name.empty() ? os : rel.name) + "-" +
-                  (rel.version_id.find('.') != std::string::npos && family != "RedHat"
-                       ? rel.version_id
-                       : rel.version_id.substr(0, rel.version_id.find('.')));
+  {
+    // salt.grains.core: os for a few distributions, osfullname otherwise; the full
+    // osrelease for Ubuntu/Pop/NixOS, else the major release.
+    static const std::set<std::string> by_os = {"Debian", "FreeBSD", "OpenBSD", "NetBSD", "Mac", "Raspbian", "AlmaLinux"};
+    const std::string os_name = by_os.count(os) ? os : g["osfullname"].get<std::string>();
+    std::string ver;
+    if (os == "Ubuntu" || os == "Pop" || os == "NixOS") ver = rel.version_id;
+    else if (!g["osrelease_info"].empty()) ver = std::to_string(g["osrelease_info"][0].get<long long>());
+    g["osfinger"] = os_name + "-" + ver;
+  }
+  g["lsb_distrib_id"] = rel.name;
+  g["lsb_distrib_release"] = rel.version_id;
+  g["lsb_distrib_codename"] = rel.codename.empty() ? rel.pretty_name : rel.codename;
   g["host"] = host.substr(0, host.find('.'));
   g["nodename"] = std::string(u.nodename);
   g["localhost"] = host;
@@ -215,6 +274,23 @@ wire::value collect_grains(const config::minion_config& cfg) {
   interface_addresses(v4, v6);
   g["ipv4"] = v4;
   g["ipv6"] = v6;
+  {
+    auto per = per_interface();
+    wire::value ip4 = wire::value::object(), ip6 = wire::value::object(), ipall = wire::value::object(),
+                hw = wire::value::object();
+    for (const auto& [name, addrs] : per.v4) {
+      ip4[name] = addrs;
+      wire::value both = addrs;
+      for (const auto& a : per.v6[name]) both.push_back(a);
+      ipall[name] = both;
+      ip6[name] = per.v6[name];
+    }
+    for (const auto& [name, mac] : per.hw) hw[name] = mac;
+    g["ip4_interfaces"] = ip4;
+    g["ip6_interfaces"] = ip6;
+    g["ip_interfaces"] = ipall;
+    g["hwaddr_interfaces"] = hw;
+  }
   {
     wire::value ip4 = wire::value::array();
     addrinfo hints{};
@@ -243,13 +319,22 @@ wire::value collect_grains(const config::minion_config& cfg) {
   }
   if (auto mid = util::read_file("/etc/machine-id")) g["machine_id"] = trim(*mid);
   g["saltversion"] = salt_compat_version;
-  g["saltversioninfo"] = wire::value::array({salt_compat_versioninfo[0], salt_compat_versioninfo[1],
-                                             salt_compat_versioninfo[2], salt_compat_versioninfo[3]});
+  g["saltversioninfo"] = wire::value::array({salt_compat_versioninfo[0], salt_compat_versioninfo[1]});
   g["sylvite_version"] = sylvite_version;
   const char* shell = std::getenv("SHELL");
   g["shell"] = shell && *shell ? shell : "/bin/sh";
   const char* path = std::getenv("PATH");
   g["path"] = path ? path : "";
+  {
+    wire::value sp = wire::value::array();
+    std::stringstream ps(path ? path : "");
+    std::string dir;
+    while (std::getline(ps, dir, ':'))
+      if (!dir.empty()) sp.push_back(dir);
+    g["systempath"] = sp;
+    std::error_code ec;
+    g["cwd"] = std::filesystem::current_path(ec).string();
+  }
   g["pid"] = static_cast<long long>(::getpid());
   g["uid"] = static_cast<long long>(::geteuid());
   g["gid"] = static_cast<long long>(::getegid());
@@ -261,16 +346,7 @@ wire::value collect_grains(const config::minion_config& cfg) {
     if (::getgrgid_r(::getegid(), &gr, buf.data(), buf.size(), &gres) == 0 && gres) g["groupname"] = gr.gr_name;
   }
   g["master"] = cfg.master.empty() ? std::string() : cfg.master.front();
-  {
-    std::string init = "unknown";
-    if (auto comm = util::read_file("/proc/1/comm")) {
-      std::string c = trim(*comm);
-      if (c == "systemd") init = "systemd";
-      else if (c == "init") init = std::filesystem::exists("/run/openrc") ? "openrc" : "sysvinit";
-      else if (!c.empty()) init = c;
-    }
-    g["init"] = init;
-  }
+  g["init"] = init_system();
   g["virtual"] = std::filesystem::exists("/.dockerenv") ? "container" : "physical";
   g["server_id"] = server_id(cfg.id);
 

@@ -2,9 +2,10 @@
 // and states commonly use, plus static grains. Precedence as Salt: core grains, then the
 // `grains` file in the config dir (YAML), then the `grains` option of the minion config.
 // Core grains: id, os, os_family, osfullname, osrelease, osrelease_info, osmajorrelease,
-// oscodename, osfinger, kernel, kernelrelease, kernelversion, cpuarch, osarch, host,
-// nodename, fqdn, domain, localhost, ipv4, ipv6, fqdn_ip4, num_cpus, cpu_model, mem_total,
-// swap_total, machine_id, saltversion, saltversioninfo, sylvite_version, shell, path, pid,
+// oscodename, osfinger, lsb_distrib_*, kernel, kernelrelease, kernelversion, cpuarch, osarch, host,
+// nodename, fqdn, domain, localhost, ipv4, ipv6, ip*_interfaces, hwaddr_interfaces, fqdn_ip4, num_cpus, cpu_model, mem_total,
+// swap_total, machine_id, saltversion, saltversioninfo, sylvite_version, shell, path,
+// systempath, cwd, pid,
 // uid, gid, username, groupname, master, init, virtual, server_id.
 // Thread-safety: pure function (reads the OS and files).
 #pragma once

@@ -510,6 +510,30 @@ void register_grains_module(module_registry& r) {
 
 namespace {
 
+// salt.utils.secret.serial (3008.5): every truthy scalar leaf (str, bytes, int, float,
+// bool) becomes "**********"; falsy scalars, None and containers' shapes are kept.
+wire::value mask_serial(const wire::value& v) {
+  if (v.is_object()) {
+    wire::value out = wire::value::object();
+    for (const auto& [k, x] : v.items()) out[k] = mask_serial(x);
+    return out;
+  }
+  if (v.is_array()) {
+    wire::value out = wire::value::array();
+    for (const auto& x : v) out.push_back(mask_serial(x));
+    return out;
+  }
+  if (v.is_binary()) return wire::as_bytes(v)->empty() ? v : wire::make_bin("**********");
+  if (py_truthy(v) && (v.is_string() || v.is_number() || v.is_boolean())) return wire::value("**********");
+  return v;
+}
+
+// unmask=None -> the function's default; truthy -> plain values.
+wire::value pillar_out(const wire::value& v, const wire::value& unmask, bool default_unmasked) {
+  const bool plain = unmask.is_null() ? default_unmasked : py_truthy(unmask);
+  return plain ? v : mask_serial(v);
+}
+
 // The freshest pillar: from the master when connected (Salt's pillar.items compiles a new
 // pillar through _pillar), else the pillar the job started with.
 wire::value current_pillar(call_context& ctx) {
@@ -521,10 +545,8 @@ wire::value current_pillar(call_context& ctx) {
 }
 
 wire::value pillar_item(const bound_args& a, const wire::value& pillar) {
-  wire::value def = a.kwargs.contains("default") ? a.kwargs["default"] : wire::value("");
-  std::string delim = ":";
-  if (a.kwargs.contains("delimiter"))
-    if (auto t = wire::as_text(a.kwargs["delimiter"])) delim = std::string(*t);
+  wire::value def = a["default"].is_null() ? wire::value("") : a["default"];
+  std::string delim = a["delimiter"].is_null() ? std::string(":") : py_str(a["delimiter"]);
   wire::value out = wire::value::object();
   for (const auto& arg : a.varargs) {
     std::string k = py_str(arg);
@@ -533,9 +555,18 @@ wire::value pillar_item(const bound_args& a, const wire::value& pillar) {
   return out;
 }
 
+bool mask_output_enabled(const call_context& ctx) {
+  if (!ctx.cfg) return true;
+  auto v = wire::get_bool(ctx.cfg->raw, "pillar_mask_output");
+  return v.value_or(true);
+}
+
 }  // namespace
 
 void register_pillar_module(module_registry& r) {
+  // Salt 3008.5 masks pillar values in these functions' returns unless unmask=True
+  // (salt.utils.secret.mask_pillar; pillar.items also honours pillar_mask_output: False;
+  // pillar.raw defaults to unmasked).
   r.add({"pillar.items",
          {{"pillar", wire::value(), true},
           {"pillar_enc", wire::value(), true},
@@ -548,15 +579,31 @@ void register_pillar_module(module_registry& r) {
          {},
          [](call_context& ctx, const bound_args& a) -> fn_result {
            wire::value p = current_pillar(ctx);
-           if (!a.varargs.empty()) return pillar_item(a, p);
-           return p;
+           if (!a.varargs.empty()) return pillar_out(pillar_item(a, p), a["unmask"], false);
+           return pillar_out(p, a["unmask"], !mask_output_enabled(ctx));
          }});
-  r.add({"pillar.item", {}, true, true, "Return one or more pillar entries from the in-memory pillar data.", {},
-         [](call_context& ctx, const bound_args& a) -> fn_result { return pillar_item(a, *ctx.pillar); }});
-  r.add({"pillar.raw", {{"key", wire::value()}}, false, false, "Return the raw pillar data that is currently loaded into the minion.", {},
+  r.add({"pillar.item",
+         {{"default", wire::value(), true},
+          {"delimiter", wire::value(), true},
+          {"pillarenv", wire::value(), true},
+          {"saltenv", wire::value(), true},
+          {"unmask", wire::value(), true}},
+         true,
+         false,
+         "Return one or more pillar entries from the in-memory pillar data.",
+         {},
          [](call_context& ctx, const bound_args& a) -> fn_result {
-           if (a.is_set("key")) return traverse(*ctx.pillar, py_str(a["key"]), wire::value::object());
-           return *ctx.pillar;
+           return pillar_out(pillar_item(a, *ctx.pillar), a["unmask"], false);
+         }});
+  r.add({"pillar.raw", {{"key", wire::value()}, {"unmask", wire::value()}}, false, false,
+         "Return the raw pillar data that is currently loaded into the minion.", {},
+         [](call_context& ctx, const bound_args& a) -> fn_result {
+           wire::value v = *ctx.pillar;
+           if (py_truthy(a["key"])) {
+             auto it = ctx.pillar->find(py_str(a["key"]));
+             v = it == ctx.pillar->end() ? wire::value::object() : *it;
+           }
+           return pillar_out(v, a["unmask"], true);
          }});
   r.add({"pillar.get",
          {{"key", {}},
@@ -581,16 +628,16 @@ void register_pillar_module(module_registry& r) {
              if (def.is_object() && found.is_object()) {
                wire::value merged = def;
                merged.update(found, true);
-               return merged;
+               return pillar_out(merged, a["unmask"], false);
              }
              if (def.is_array() && found.is_array()) {
                wire::value merged = def;
                for (const auto& x : found)
                  if (std::find(merged.begin(), merged.end(), x) == merged.end()) merged.push_back(x);
-               return merged;
+               return pillar_out(merged, a["unmask"], false);
              }
            }
-           return traverse(*ctx.pillar, key, def, delim);
+           return pillar_out(traverse(*ctx.pillar, key, def, delim), a["unmask"], false);
          }});
 }
 

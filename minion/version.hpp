@@ -11,7 +11,7 @@
 namespace sylvite::minion {
 
 inline constexpr const char* salt_compat_version = "3008.5";
-inline constexpr int salt_compat_versioninfo[4] = {3008, 5, 0, 0};
+inline constexpr int salt_compat_versioninfo[2] = {3008, 5};  // SaltStackVersion.info for 3008.5
 #ifdef SYLVITE_VERSION
 inline constexpr const char* sylvite_version = SYLVITE_VERSION;
 #else

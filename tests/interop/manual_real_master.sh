@@ -128,8 +128,9 @@ check "test.ping"           "True"                 SALT "$MID" test.ping
 check "cmd.run echo hi"     "hi"                   SALT "$MID" cmd.run 'echo hi'
 check "grains.get os"       "$(. /etc/os-release; case $ID in debian) echo Debian;; ubuntu) echo Ubuntu;; *) echo "$NAME";; esac)" SALT "$MID" grains.get os
 check "test.echo x"         "\"$MID\": \"x\""  SALT "$MID" test.echo x --out json
-check "pillar.items"        "blue"                 SALT "$MID" pillar.items
-check "pillar.get nested"   "value"                SALT "$MID" pillar.get nested:key
+check "pillar.items"        "blue"                 SALT "$MID" pillar.items unmask=True
+check "pillar.items masked" "**********"           SALT "$MID" pillar.items
+check "pillar.get nested"   "value"                SALT "$MID" pillar.get nested:key unmask=True
 rm -f "$LAB/x"
 check "cp.get_file"         "$LAB/x"               SALT "$MID" cp.get_file salt://f "$LAB/x"
 check "cp.get_file content" "hello from the salt fileserver" cat "$LAB/x"
