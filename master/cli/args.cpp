@@ -9,7 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
+#include <set>
 
 #include "core/config/config.hpp"
 
@@ -51,21 +51,129 @@ value int_value(bool neg, const std::string& digits, int base, const std::string
   return value(original);
 }
 
-// PyYAML's implicit resolvers (yaml/resolver.py, YAML 1.1) for a plain scalar.
+// PyYAML's implicit resolvers (yaml/resolver.py, YAML 1.1), hand-written (std::regex
+// trips GCC 12's -Wmaybe-uninitialized under the sanitizers):
+//   int   [-+]?0b[0-1_]+ | [-+]?0[0-7_]+ | [-+]?(0|[1-9][0-9_]*) | [-+]?0x[0-9a-fA-F_]+
+//         | [-+]?[1-9][0-9_]*(:[0-5]?[0-9])+
+//   float [-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)? | \.[0-9_]+([eE][-+][0-9]+)?
+//         | [-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]* | [-+]?\.(inf|Inf|INF) | \.(nan|NaN|NAN)
+struct scanner {
+  const std::string& s;
+  std::size_t i = 0;
+  bool done() const { return i == s.size(); }
+  bool eat(char c) {
+    if (i < s.size() && s[i] == c) return ++i, true;
+    return false;
+  }
+  template <class P>
+  std::size_t many(P pred) {
+    std::size_t n = 0;
+    while (i < s.size() && pred(s[i])) ++i, ++n;
+    return n;
+  }
+  void sign() { (void)(eat('-') || eat('+')); }
+};
+bool dig(char c) { return c >= '0' && c <= '9'; }
+bool dig_(char c) { return dig(c) || c == '_'; }
+
+// (:[0-5]?[0-9])+ ; returns false when no group matched
+bool sexagesimal_tail(scanner& sc) {
+  std::size_t groups = 0;
+  while (sc.i < sc.s.size() && sc.s[sc.i] == ':') {
+    std::size_t save = sc.i;
+    ++sc.i;
+    std::size_t n = sc.many(dig);
+    if (n == 0 || n > 2 || (n == 2 && sc.s[sc.i - 2] > '5')) {
+      sc.i = save;
+      break;
+    }
+    ++groups;
+  }
+  return groups > 0;
+}
+
+bool exponent(scanner& sc) {  // ([eE][-+][0-9]+)?
+  if (sc.i < sc.s.size() && (sc.s[sc.i] == 'e' || sc.s[sc.i] == 'E')) {
+    ++sc.i;
+    if (!(sc.eat('-') || sc.eat('+'))) return false;
+    return sc.many(dig) > 0;
+  }
+  return true;
+}
+
+bool is_yaml_int(const std::string& t) {
+  auto attempt = [&](auto fn) {
+    scanner sc{t};
+    return fn(sc) && sc.done();
+  };
+  return attempt([](scanner& sc) { sc.sign(); return sc.eat('0') && sc.eat('b') && sc.many([](char c) { return c == '0' || c == '1' || c == '_'; }) > 0; }) ||
+         attempt([](scanner& sc) { sc.sign(); return sc.eat('0') && sc.many([](char c) { return (c >= '0' && c <= '7') || c == '_'; }) > 0; }) ||
+         attempt([](scanner& sc) {
+           sc.sign();
+           if (sc.eat('0')) return true;
+           if (sc.i < sc.s.size() && sc.s[sc.i] >= '1' && sc.s[sc.i] <= '9') return ++sc.i, sc.many(dig_), true;
+           return false;
+         }) ||
+         attempt([](scanner& sc) {
+           sc.sign();
+           return sc.eat('0') && sc.eat('x') &&
+                  sc.many([](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '_'; }) > 0;
+         }) ||
+         attempt([](scanner& sc) {
+           sc.sign();
+           if (!(sc.i < sc.s.size() && sc.s[sc.i] >= '1' && sc.s[sc.i] <= '9')) return false;
+           ++sc.i;
+           sc.many(dig_);
+           return sexagesimal_tail(sc);
+         });
+}
+
+bool is_yaml_float(const std::string& t) {
+  auto attempt = [&](auto fn) {
+    scanner sc{t};
+    return fn(sc) && sc.done();
+  };
+  return attempt([](scanner& sc) {
+           sc.sign();
+           if (sc.many(dig) == 0) return false;
+           sc.many(dig_);
+           if (!sc.eat('.')) return false;
+           sc.many(dig_);
+           return exponent(sc);
+         }) ||
+         attempt([](scanner& sc) { return sc.eat('.') && sc.many(dig_) > 0 && exponent(sc); }) ||
+         attempt([](scanner& sc) {
+           sc.sign();
+           if (sc.many(dig) == 0) return false;
+           sc.many(dig_);
+           if (!sexagesimal_tail(sc)) return false;
+           if (!sc.eat('.')) return false;
+           sc.many(dig_);
+           return true;
+         }) ||
+         attempt([](scanner& sc) {
+           sc.sign();
+           if (!sc.eat('.')) return false;
+           std::string rest = sc.s.substr(sc.i);
+           if (rest == "inf" || rest == "Inf" || rest == "INF") return sc.i = sc.s.size(), true;
+           return false;
+         }) ||
+         (t == ".nan" || t == ".NaN" || t == ".NAN");
+}
+
+bool is_yaml_bool(const std::string& t) {
+  static const std::set<std::string> words = {"yes", "Yes", "YES", "no",   "No",   "NO",   "true", "True", "TRUE",
+                                              "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF"};
+  return words.count(t) > 0;
+}
+
 value resolve_plain(const std::string& t) {
-  static const std::regex re_bool("^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$");
-  static const std::regex re_float(
-      "^(?:[-+]?(?:[0-9][0-9_]*)\\.[0-9_]*(?:[eE][-+][0-9]+)?|\\.[0-9_]+(?:[eE][-+][0-9]+)?"
-      "|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\\.[0-9_]*|[-+]?\\.(?:inf|Inf|INF)|\\.(?:nan|NaN|NAN))$");
-  static const std::regex re_int(
-      "^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+"
-      "|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$");
   if (t == "~" || t == "null" || t == "Null" || t == "NULL") return value(nullptr);
-  if (std::regex_match(t, re_bool)) {
+  if (is_yaml_bool(t)) {
     char c = t[0];
     return value(c == 'y' || c == 'Y' || c == 't' || c == 'T' || t == "on" || t == "On" || t == "ON");
   }
-  if (std::regex_match(t, re_int)) {
+  if (is_yaml_int(t)) {
     // Salt's SaltYamlSafeLoader strips leading zeros of unsigned ints: "017" is 17, not 15.
     if (t.size() > 1 && t[0] == '0' && t[1] != 'b' && t[1] != 'x') {
       std::string d = strip_underscores(t.substr(t.find_first_not_of('0') == std::string::npos ? t.size() : t.find_first_not_of('0')));
@@ -95,7 +203,7 @@ value resolve_plain(const std::string& t) {
     }
     return int_value(neg, v, 10, t);
   }
-  if (std::regex_match(t, re_float)) {
+  if (is_yaml_float(t)) {
     std::string v = strip_underscores(t);
     std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
     double sign = 1;
