@@ -50,7 +50,10 @@ def test_ping_cmd_grains_pillar_files_jobs(env):
     assert set(out) == set(MINIONS) and all(isinstance(v, str) and v for v in out.values())
     assert master.salt_json("*", "grains.get", "id") == {m: m for m in MINIONS}
 
-    out = master.salt_json("*", "pillar.items")
+    # Salt 3008.5 masks pillar values in pillar.items output unless unmask=True
+    out = master.salt_json("beta", "pillar.items")
+    assert out["beta"]["role"] == "**********"
+    out = master.salt_json("*", "pillar.items", "unmask=True")
     assert out["beta"] == {"role": "web", "nested": {"key": "value", "list": [1, 2]}}
     assert out["alpha"]["nested"] == {"key": "value", "list": [1, 2], "extra": True}
 
@@ -153,5 +156,5 @@ def test_salt_call(env):
     r = minions[0].salt_call("--local", "test.echo", "offline", "--out", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert __import__("json").loads(r.stdout) == {"local": "offline"}
-    r = minions[0].salt_call("pillar.get", "nested:key", "--out", "json")
+    r = minions[0].salt_call("pillar.get", "nested:key", "unmask=True", "--out", "json")
     assert __import__("json").loads(r.stdout) == {"local": "value"}

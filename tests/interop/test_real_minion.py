@@ -48,7 +48,7 @@ def test_real_minion_full_surface(env):
     assert os_name == grains["os"]
     assert master.salt_json("-G", f"os:{os_name}", "test.ping") == {"real1": True}
     assert master.salt_json("-C", f"G@kernel:Linux and real*", "test.ping") == {"real1": True}
-    assert master.salt_json("real1", "pillar.items")["real1"] == {
+    assert master.salt_json("real1", "pillar.items", "unmask=True")["real1"] == {
         "app": {"name": "demo", "ports": [80, 443], "tls": {"enabled": True}}}
 
     dest = env.root / "big.copy"
@@ -66,7 +66,7 @@ def test_real_minion_full_surface(env):
 
     r = minion.salt_call("test.ping", "--out", "json", binary_dir=REAL_CALL)
     assert r.returncode == 0 and json.loads(r.stdout) == {"local": True}, r.stdout + r.stderr
-    r = minion.salt_call("pillar.items", "--out", "json", binary_dir=REAL_CALL)
+    r = minion.salt_call("pillar.items", "unmask=True", "--out", "json", binary_dir=REAL_CALL)
     assert json.loads(r.stdout)["local"]["app"]["name"] == "demo", r.stdout + r.stderr
 
     r = master.salt("--async", "real1", "test.echo", "lookup-me")
