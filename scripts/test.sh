@@ -44,7 +44,9 @@ fi
 
 if [[ "${status[build]}" == ok* ]]; then
   export SYLVITE_BIN="$here/build/bin"
+  export SYLVITE_VENV_3007="$here/build/venv-3007"
   stage e2e "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests/e2e
+  stage interop "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests/interop
 fi
 
 echo

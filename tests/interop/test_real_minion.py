@@ -75,14 +75,33 @@ def test_real_minion_full_surface(env):
              == {"real1": "lookup-me"}, 60, "lookup_jid to show the real minion's return")
 
 
-def test_real_minion_rejected_exits(env):
+def rejected_exit(env, master, name, key_cli_dir=None):
+    """Start a real minion, reject its key, return (exit code, rejection logged)."""
+    minion = real_minion(env, master, name=name)
+
+    def pending():
+        r = master.cli("salt-key", "-L", "--out", "json", binary_dir=key_cli_dir)
+        return r.returncode == 0 and name in json.loads(r.stdout).get("minions_pre", [])
+    wait_for(pending, 90, f"{name} pending")
+    r = master.cli("salt-key", "-r", name, "-y", binary_dir=key_cli_dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: not minion.proc.alive(), 120, f"rejected {name} to exit", interval=1)
+    log = (minion.root / "minion.log").read_text(errors="replace")
+    return minion.proc.p.returncode, "rejected" in log.lower()
+
+
+def test_real_minion_rejected_exits_as_under_real_master(env):
+    # What Salt's own master makes a rejected Salt minion do ...
+    real = env.master(name="realmaster")
+    real.start(binary=str(SALT3008 / "salt-master"))
+    wait_for(lambda: real.cli("salt-key", "-L", binary_dir=SALT3008).returncode == 0, 60, "real master")
+    expected = rejected_exit(env, real, "bad0", key_cli_dir=SALT3008)
+    real.kill()
+    # ... and the same against sylvite.
     master = env.master().start().wait_ready()
-    minion = real_minion(env, master, name="bad1")
-    wait_for(lambda: "bad1" in master.keys().get("minions_pre", []), 90, "bad1 pending")
-    assert master.salt_key("-r", "bad1", "-y").returncode == 0
-    # Salt's own master makes a rejected minion log the rejection and exit (code 77? see docs)
-    wait_for(lambda: not minion.proc.alive(), 120, "rejected real minion to exit", interval=1)
-    assert minion.proc.p.returncode != 0
+    got = rejected_exit(env, master, "bad1")
+    assert got == expected
+    assert got[1], "the minion logged no rejection"
 
 
 def test_real_minion_survives_aes_rotation(env):
