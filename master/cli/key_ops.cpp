@@ -193,17 +193,13 @@ std::string no_match_message(const std::string& match, bool inc_accepted, bool i
 }
 
 result<std::string> key_fingerprint(std::string_view content, std::string_view hash_type) {
-  // Salt 3008's Key.finger() calls pem_finger(key=<stored text>): the hash covers the
-  // whole file, BEGIN/END lines included (pem_finger(path=...) used for master_finger
-  // strips them; that form is crypto::pem_fingerprint).
-  auto h = crypto::hash_hex(content, hash_type);
-  if (!h) return h.error();
-  std::string out;
-  for (std::size_t i = 0; i < h->size(); ++i) {
-    out += (*h)[i];
-    if (i % 2 == 1 && i + 1 < h->size()) out += ':';
-  }
-  return out;
+  // Salt's documented procedure compares `salt-key -f ID` with `salt-call --local
+  // key.finger` on the minion, and puts `salt-key -F master` into the minion's
+  // master_finger. Both of those hash the PEM body without the BEGIN/END lines
+  // (salt.utils.crypt.pem_finger(path=...)). Salt 3008's Key.finger() passes the whole
+  // stored text instead, so its values match neither; sylvite prints the value that
+  // works (see docs/operations.md, "Fingerprints").
+  return crypto::pem_fingerprint(content, hash_type);
 }
 
 bool write_dropfile(const std::filesystem::path& cachedir, const std::string& master_id) {

@@ -158,3 +158,18 @@ def test_salt_call(env):
     assert __import__("json").loads(r.stdout) == {"local": "offline"}
     r = minions[0].salt_call("pillar.get", "nested:key", "unmask=True", "--out", "json")
     assert __import__("json").loads(r.stdout) == {"local": "value"}
+
+
+def test_master_finger_from_salt_key_pins_the_master(env):
+    master = env.master().start().wait_ready()
+    r = master.salt_key("-F", "master", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    finger = __import__("json").loads(r.stdout)["local"]["master.pub"]
+    good = env.minion("pinned", master, master_finger=finger).start()
+    bad = env.minion("wrongpin", master, master_finger="00:" * 31 + "00").start()
+    wait_for(lambda: {"pinned", "wrongpin"} <= set(master.keys().get("minions_pre", [])), 60, "both pending")
+    assert master.salt_key("-A", "-y").returncode == 0
+    # Salt checks master_finger once accepted, and exits with code 42 on a mismatch
+    wait_for(lambda: not bad.proc.alive(), 60, "minion with a wrong master_finger to exit")
+    assert bad.proc.p.returncode == 42
+    ping_all(master, ["pinned"])

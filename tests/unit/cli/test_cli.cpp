@@ -1,3 +1,4 @@
+#include "core/crypto/rsa.hpp"
 // Unit tests for sylvite_cli: argument typing against Salt's own yamlify_arg/parse_input
 // (gen_golden.py -> golden_args.json), target/compound parsing, nodegroups, and salt-key
 // runs over a copy of fixtures/pki compared with what Salt 3008's salt-key printed for
@@ -230,16 +231,18 @@ TEST(Keys, ListState) {
   EXPECT_EQ(run_key(m, o).out, "Unaccepted Keys:\npend1\npend2\nweb1\n");
 }
 
+// Expected values: Salt's salt.utils.crypt.pem_finger(path=<key file>), the form a
+// minion uses for master_finger and `salt-call key.finger` (see key_fingerprint).
 TEST(Keys, FingerMatchesSalt) {
   temp_master m;
   keys::key_options o;
   o.finger = "acc*";
   EXPECT_EQ(run_key(m, o).out,
             "Accepted Keys:\n"
-            "acc1:  c8:d1:a2:7f:5d:98:c2:3d:8d:a9:cd:82:02:4f:93:4f:b3:75:f3:9d:51:5d:2c:47:24:a5:22:19:37:5c:c5:dc\n"
-            "acc2:  29:8f:5a:c6:f5:3a:cb:9c:e6:4b:b7:29:74:8e:a5:12:5f:cf:8e:f1:c7:d0:ed:c3:2d:be:a4:a3:9b:de:02:56\n"
+            "acc1:  83:da:1a:09:a7:1f:47:e4:b7:8b:3a:b6:f7:95:60:e7:ab:e9:7b:56:14:61:16:8a:49:d6:58:9d:da:1b:26:81\n"
+            "acc2:  5e:d9:de:f1:57:86:67:6d:2d:55:75:43:db:86:a0:20:fd:4e:3f:28:81:c0:27:06:c4:7c:fa:5b:8a:b7:35:f0\n"
             "Denied Keys:\n"
-            "acc1:  63:02:50:fa:37:1b:53:fb:8a:d6:68:5d:5f:ad:45:e4:dd:e7:5a:9b:e3:9e:ab:ac:66:57:87:b4:88:6e:04:ba\n");
+            "acc1:  a0:08:8e:1a:1c:09:99:e8:d4:55:31:1c:44:3d:e6:72:b4:de:0a:90:10:8f:c1:0a:7c:ec:7b:43:06:f3:fc:31\n");
   o.finger = "zzz";
   auto r = run_key(m, o);
   EXPECT_EQ(r.out, "");
@@ -257,6 +260,10 @@ TEST(Keys, FingerAllListsLocalKeysFirst) {
   ASSERT_TRUE(fp.has_value());
   EXPECT_EQ(r.out.rfind("Local Keys:\nmaster.pub:  " + *fp + "\nAccepted Keys:\n", 0), 0u) << r.out;
   EXPECT_EQ(fp->size(), 95u);  // 32 bytes as hex pairs joined by ':'
+  // The value an operator copies into a minion's master_finger must be what the minion
+  // computes from minion_master.pub (pem body without BEGIN/END lines).
+  EXPECT_EQ(*fp, *sylvite::crypto::pem_fingerprint(pub, "sha256"));
+  EXPECT_NE(*fp, *sylvite::crypto::hash_hex(pub, "sha256"));
 }
 
 TEST(Keys, AcceptNoMatchIsExitZero) {
