@@ -500,12 +500,15 @@ class daemon : public std::enable_shared_from_this<daemon> {
     co_return exit_code_;
   }
 
-  void shutdown_pool() {
+  // false if jobs are still running (they are left alone: the process exits next and
+  // their child processes keep running, as with Salt's detached job processes).
+  bool shutdown_pool() {
     if (pool_.busy() > 0) {
       spdlog::warn("{} job(s) still running at shutdown; not waiting for them", pool_.busy());
-      return;  // the process exits with _exit; running children keep going like Salt's
+      return false;
     }
     pool_.stop();
+    return true;
   }
   int exit_code() const { return exit_code_; }
 
@@ -711,8 +714,11 @@ class call_client_impl : public call_client {
               o = co_await s->fsm_sign_in(milliseconds(std::max(1, cfg.auth_timeout) * 1000));
               if (o.kind != attempt_kind::timeout) break;
             }
-            if (o.kind != attempt_kind::result) {
+            if (o.kind == attempt_kind::timeout) {
               spdlog::error("Attempt to authenticate with the salt master failed with timeout error");
+              code = 1;
+            } else if (o.kind == attempt_kind::io_error) {
+              spdlog::error("Unable to connect to the salt master at {}", s->master_host());
               code = 1;
             } else {
               switch (o.res.status) {
@@ -788,11 +794,15 @@ int run_minion_daemon(const config::minion_config& cfg, wire::value grains) {
     spdlog::critical("Cannot load or create the minion keys in {}: {}", cfg.pki_dir.string(), auth.error().message());
     return 1;
   }
-  asio::io_context io(1);
+  // Heap-allocated so that a shutdown with jobs still running can leave them (and the
+  // objects they use) alive until the process exits: job threads may still touch the
+  // session, and joining them could take as long as the longest job.
+  auto* io_ptr = new asio::io_context(1);
+  asio::io_context& io = *io_ptr;
   auto sess = std::make_shared<session>(io, cfg, std::move(*auth), std::move(grains));
   auto d = std::make_shared<daemon>(io, cfg, sess);
-  asio::signal_set signals(io, SIGTERM, SIGINT);
-  signals.async_wait([d](const error_code& ec, int sig) {
+  auto* signals = new asio::signal_set(io, SIGTERM, SIGINT);
+  signals->async_wait([d](const error_code& ec, int sig) {
     if (ec) return;
     spdlog::warn("Minion received a {} signal, exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     d->request_stop();
@@ -800,7 +810,7 @@ int run_minion_daemon(const config::minion_config& cfg, wire::value grains) {
   int code = 0;
   asio::co_spawn(
       io,
-      [d, &code, &signals, &io]() -> awaitable<void> {
+      [d, &code, signals, &io]() -> awaitable<void> {
         try {
           code = co_await d->main_loop();
         } catch (const std::exception& e) {
@@ -808,13 +818,21 @@ int run_minion_daemon(const config::minion_config& cfg, wire::value grains) {
           code = 1;
         }
         error_code ignored;
-        signals.cancel(ignored);
+        signals->cancel(ignored);
         d->request_stop();
         io.stop();  // the transport may still hold reads/timers; nothing else must run
       },
       asio::detached);
   io.run();
-  d->shutdown_pool();
+  if (!d->shutdown_pool()) {
+    // Jobs still running: leak on purpose; the caller exits the process right away.
+    new std::shared_ptr<daemon>(d);
+    return code;
+  }
+  delete signals;
+  d.reset();
+  sess.reset();
+  delete io_ptr;
   return code;
 }
 

@@ -81,9 +81,8 @@ std::string gen_jid() {
   ::gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y%m%d%H%M%S", &tm);
-  char out[40];
-  std::snprintf(out, sizeof out, "%s%06lld", buf, static_cast<long long>(us));
-  return out;
+  std::string micro = std::to_string(us % 1000000);
+  return std::string(buf) + std::string(6 - micro.size(), '0') + micro;
 }
 
 job_pool::job_pool(std::size_t threads, std::size_t max_queue) : max_queue_(max_queue) {
