@@ -1,0 +1,387 @@
+"""Processes for the benchmarks: a master under test (sylvite or real Salt 3008.5), the
+sylvite-swarm controller, /proc sampling and small statistics helpers.
+
+Only processes started here are stopped, by PID (the master's descendants are collected
+from /proc before it is told to stop).
+"""
+from __future__ import annotations
+
+import calendar
+import hashlib
+import json
+import os
+import queue
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# ----------------------------------------------------------------------------- helpers
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def yaml_dump(d: dict) -> str:
+    return "\n".join(f"{k}: {json.dumps(v)}" for k, v in d.items()) + "\n"
+
+
+def pct(values, p: float):
+    """Nearest-rank percentile (p in 0..100); None for no values."""
+    if not values:
+        return None
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1)))))
+    return v[k]
+
+
+def jid_epoch(jid: str) -> float:
+    """Publish time encoded in a Salt jid (%Y%m%d%H%M%S%f, UTC on this machine)."""
+    m = re.match(r"^(\d{14})(\d{6})", jid)
+    if not m:
+        raise ValueError(f"not a jid: {jid}")
+    t = time.strptime(m.group(1), "%Y%m%d%H%M%S")
+    return calendar.timegm(t) + int(m.group(2)) / 1e6
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+# ----------------------------------------------------------------------------- /proc
+def _children_map():
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def process_tree(pid: int) -> list[int]:
+    kids = _children_map()
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    f = stat[stat.rindex(")") + 2:].split()
+    return (int(f[11]) + int(f[12])) / CLK_TCK  # utime + stime
+
+
+def proc_rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def proc_pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ----------------------------------------------------------------------------- masters
+class MasterBase:
+    """A master on 127.0.0.1 with free ports and a private root. Subclasses give the
+    binaries and the extra config."""
+
+    kind = ""
+
+    def __init__(self, root: Path, bin_dir: Path, extra_opts: dict | None = None):
+        self.root = root
+        self.bin_dir = bin_dir
+        self.conf_dir = root / "conf"
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.ret_port = free_port()
+        self.publish_port = free_port()
+        for d in ("salt", "pillar"):
+            (root / "srv" / d).mkdir(parents=True, exist_ok=True)
+        self.opts = {
+            "id": f"bench-{self.kind}",
+            "interface": "127.0.0.1",
+            "ret_port": self.ret_port,
+            "publish_port": self.publish_port,
+            "root_dir": str(root),
+            "pki_dir": str(root / "pki"),
+            "cachedir": str(root / "cache"),
+            "sock_dir": str(root / "sock"),
+            "log_file": str(root / "master.log"),
+            "log_level": "warning",
+            "log_level_logfile": "warning",
+            "file_roots": {"base": [str(root / "srv" / "salt")]},
+            "pillar_roots": {"base": [str(root / "srv" / "pillar")]},
+            "user": "root",
+            "transport": "tcp",
+        }
+        self.opts.update(extra_opts or {})
+        (self.conf_dir / "master").write_text(yaml_dump(self.opts))
+        self.proc: subprocess.Popen | None = None
+        self.log = None
+        self.started_at = 0.0
+
+    # -- process
+    def start(self):
+        self.log = open(self.root / "master.out", "ab")
+        self.proc = subprocess.Popen([str(self.bin_dir / "salt-master"), "-c", str(self.conf_dir)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=raise_nofile)
+        self.started_at = time.time()
+        return self
+
+    def wait_ready(self, timeout=60.0) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} master exited early:\n{self.log_tail()}")
+            ok = True
+            for port in (self.ret_port, self.publish_port):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                except OSError:
+                    ok = False
+                    break
+            if ok and self.extra_ready():
+                return time.time()
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.kind} master not ready after {timeout}s:\n{self.log_tail()}")
+
+    def extra_ready(self) -> bool:
+        return True
+
+    def pids(self) -> list[int]:
+        if not self.proc or self.proc.poll() is not None:
+            return []
+        return process_tree(self.proc.pid)
+
+    def stop(self, timeout=30.0):
+        if not self.proc:
+            return
+        tree = self.pids()
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        # Children the master started (Salt's process manager) that outlived it.
+        deadline = time.monotonic() + 10
+        for p in tree:
+            if p == self.proc.pid:
+                continue
+            while time.monotonic() < deadline and Path(f"/proc/{p}").exists():
+                time.sleep(0.05)
+            if Path(f"/proc/{p}").exists():
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        if self.log:
+            self.log.close()
+            self.log = None
+        self.proc = None
+
+    def log_tail(self, n=4000) -> str:
+        out = ""
+        for name in ("master.out", "master.log"):
+            p = self.root / name
+            if p.exists():
+                out += f"--- {name}\n" + p.read_text(errors="replace")[-n:]
+        return out
+
+    # -- measurements
+    def cpu_seconds(self) -> float:
+        return sum(proc_cpu_seconds(p) for p in self.pids())
+
+    def rss_kb(self) -> int:
+        return sum(proc_rss_kb(p) for p in self.pids())
+
+    def pss_kb(self) -> int:
+        return sum(proc_pss_kb(p) for p in self.pids())
+
+    # -- CLIs
+    def cli(self, tool: str, *args, timeout=120):
+        return subprocess.run([str(self.bin_dir / tool), "-c", str(self.conf_dir), *args], capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def accept_all(self):
+        r = self.cli("salt-key", "-A", "-y", timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"salt-key -A failed ({r.returncode}): {r.stdout[-2000:]}{r.stderr[-2000:]}")
+        return r
+
+    def publish(self, tgt: str, fun: str, *args) -> tuple[str, float, float]:
+        """Publish without waiting for returns; (jid, wall time before, wall time after)."""
+        t0 = time.time()
+        r = self.cli("salt", "--async", tgt, fun, *args, timeout=300)
+        t1 = time.time()
+        m = re.search(r"\b(\d{20})\b", r.stdout + r.stderr)
+        if not m:
+            raise RuntimeError(f"no jid from salt --async ({r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
+        return m.group(1), t0, t1
+
+    def job_dir(self, jid: str) -> Path:
+        h = hashlib.sha256(jid.encode()).hexdigest()
+        return Path(self.opts["cachedir"]) / "jobs" / h[:2] / h[2:]
+
+    def returns_written(self, jid: str) -> int:
+        d = self.job_dir(jid)
+        if not d.is_dir():
+            return 0
+        return sum(1 for e in os.scandir(d) if e.is_dir() and os.path.exists(os.path.join(e.path, "return.p")))
+
+
+class SylviteMaster(MasterBase):
+    kind = "sylvite"
+
+    def extra_ready(self) -> bool:
+        return (self.root / "sock" / "master_cli.ipc").exists()
+
+
+class SaltMaster(MasterBase):
+    kind = "salt"
+
+    def extra_ready(self) -> bool:
+        # The publisher and request server are up; the event bus is what the CLI needs.
+        sock = self.root / "sock"
+        return sock.exists() and any(p.name.startswith("master_event_pub") for p in sock.iterdir())
+
+
+# ----------------------------------------------------------------------------- swarm
+class Swarm:
+    """A sylvite-swarm process driven over its stdin/stdout JSON-lines protocol."""
+
+    def __init__(self, exe: Path, root: Path, master: MasterBase, count: int, keys_dir: Path, pool: int,
+                 threads: int, id_prefix="bench-", accept_wait=2.0, extra=()):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.count = count
+        self.argv = [str(exe), "--master", "127.0.0.1", "--ret-port", str(master.ret_port),
+                     "--pub-port", str(master.publish_port), "--count", str(count), "--id-prefix", id_prefix,
+                     "--keys-dir", str(keys_dir), "--state-dir", str(root / "pki"), "--pool", str(pool),
+                     "--threads", str(threads), "--accept-wait", str(accept_wait),
+                     "--report", str(root / "swarm-report.json"), *extra]
+        self.err = open(root / "swarm.err", "ab")
+        self.p = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                  text=True, bufsize=1, start_new_session=True, preexec_fn=raise_nofile)
+        self.q: queue.Queue = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.keys_event = self.expect("keys", timeout=3600)
+        self.expect("started", timeout=60)
+
+    def _read(self):
+        for line in self.p.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                self.q.put(json.loads(line))
+            except json.JSONDecodeError:
+                self.q.put({"event": "garbage", "line": line})
+        self.q.put({"event": "eof"})
+
+    def expect(self, event: str, timeout=60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"swarm: no '{event}' within {timeout}s")
+            try:
+                j = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            if j.get("event") == event:
+                return j
+            if j.get("event") == "eof":
+                raise RuntimeError(f"swarm exited (rc={self.p.poll()}): {self.err_tail()}")
+
+    def cmd(self, line: str, event: str, timeout=60.0) -> dict:
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        return self.expect(event, timeout)
+
+    def status(self, since_ns: int = 0) -> dict:
+        return self.cmd(f"status {since_ns}", "status")
+
+    def wait_job(self, jid: str, count: int, timeout: float) -> dict:
+        return self.cmd(f"wait {jid} {count} {timeout}", "job", timeout + 30)
+
+    def job(self, jid: str) -> dict:
+        return self.cmd(f"job {jid}", "job")
+
+    def auth(self) -> dict:
+        return self.cmd("auth", "auth")
+
+    def ingest(self, window: int, jids: list[str], timeout=900.0) -> dict:
+        return self.cmd(f"ingest {window} {','.join(jids)}", "ingest", timeout)
+
+    def wait_status(self, pred, timeout: float, interval=0.05, since_ns: int = 0) -> tuple[bool, dict]:
+        deadline = time.monotonic() + timeout
+        st = self.status(since_ns)
+        while not pred(st):
+            if time.monotonic() > deadline:
+                return False, st
+            time.sleep(interval)
+            st = self.status(since_ns)
+        return True, st
+
+    def err_tail(self, n=3000) -> str:
+        p = self.root / "swarm.err"
+        return p.read_text(errors="replace")[-n:] if p.exists() else ""
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+                self.p.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(timeout=10)
+        self.err.close()
+
+
+def rmtree(p: Path):
+    shutil.rmtree(p, ignore_errors=True)
