@@ -221,7 +221,16 @@ void masters_fsm::on_connected(out& o, const mm_event& ev) {
     o.push_back(std::move(a));
     return;
   }
-  if (s_.mode == mm_mode::hot && m.state != master::st::connecting) return;
+  if (s_.mode == mm_mode::hot && m.state != master::st::connecting) {
+    if (m.state != master::st::up) {  // an answer after we gave up on the attempt
+      mm_action a;
+      a.type = mm_action::kind::disconnect;
+      a.index = i;
+      a.text = "superseded";
+      o.push_back(std::move(a));
+    }
+    return;
+  }
   note_ip(o, i, ev.ip);
   const bool reconnect = s_.mode == mm_mode::hot ? m.ever_up : ever_connected_;
   m.state = master::st::up;

@@ -21,8 +21,10 @@
 // Timers are never cancelled: a timer event for an id that is not armed, or that arrives
 // before the time it is armed for (it was re-armed later), is ignored.
 // Events naming an unknown master index, or a master the rules do not expect (a late
-// `connected` from an abandoned attempt in failover: it gets disconnect(i, "superseded")),
-// never crash and never change the active master.
+// `connected` from an abandoned attempt in failover, or for a hot-mode master that is
+// backing off: it gets disconnect(i, "superseded")), never crash and never change the
+// active master. Jobs: the driver reports job_finished for every job_started, also for
+// jobs that time out or are killed, or a pending failback (F5) waits for ever.
 //
 // Rules, common to both modes
 //   C1 Back-off with jitter: a failed attempt waits b' = b / 2 + uniform(0 .. b / 2), where b
