@@ -38,8 +38,13 @@ function(sylvite_test name)
   add_executable(${name} ${A_SOURCES})
   sylvite_setup_target(${name})
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE SYLVITE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  # The source dir reaches tests through the environment (set by ctest), not a compile
+  # definition: an absolute path on the command line defeats ccache across clones.
+  target_compile_options(${name} PRIVATE -include cstdlib)
+  target_compile_definitions(${name} PRIVATE
+    "SYLVITE_SOURCE_DIR=(::getenv(\"SYLVITE_SOURCE_DIR\") ? ::getenv(\"SYLVITE_SOURCE_DIR\") : \"/nonexistent-set-SYLVITE_SOURCE_DIR\")")
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS unit)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS unit ENVIRONMENT "SYLVITE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endfunction()

@@ -37,9 +37,10 @@ class pub_adapter final : public pub_sink {
   bool is_connected(const std::string& id) const override { return s_.is_connected(id); }
   std::size_t connection_count() const override { return s_.connection_count(); }
   void disconnect(const std::string& id) override {
-    // transport::pub_server has no per-id disconnect yet: the rotated AES key already
-    // stops a revoked minion from reading new publishes, and it cannot re-auth.
-    spdlog::debug("publish connections of {} stay open until they fail (no per-id disconnect)", id);
+    // A deleted/rejected key: drop its publish connections now (the rotated AES key
+    // already keeps it from reading new publishes; this also frees the sockets).
+    auto n = s_.disconnect(id);
+    if (n) spdlog::info("closed {} publish connection(s) of {} (key deleted or rejected)", n, id);
   }
 
  private:

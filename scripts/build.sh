@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Configure and build sylvite.  scripts/build.sh [BUILD_DIR] [extra cmake args...]
-# CI=true adds -DSYLVITE_WERROR=ON.
+# Always -Werror (CI's setting): identical flags let ccache serve CI from local builds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}; shift || true
-extra=()
-[[ "${CI:-}" == "true" ]] && extra+=(-DSYLVITE_WERROR=ON)
+extra=(-DSYLVITE_WERROR=ON)
 export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
 cmake -S "$here" -B "$build" -G Ninja "${extra[@]}" "$@" >/dev/null
 ninja -C "$build" -j"$(nproc)"

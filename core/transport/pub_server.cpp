@@ -154,6 +154,17 @@ void pub_server::publish_to(std::shared_ptr<const std::string> frame, const std:
   if (frame && !ids.empty()) impl::send_all(impl_->targets_of(ids), frame);
 }
 
+std::size_t pub_server::disconnect(const std::string& id) {
+  std::size_t n = 0;
+  for (const auto& w : impl_->targets_of({id})) {
+    if (auto s = w.lock()) {
+      s->close();
+      ++n;
+    }
+  }
+  return n;
+}
+
 std::vector<std::string> pub_server::connected_ids() const { return impl_->ids(); }
 
 bool pub_server::is_connected(const std::string& id) const { return impl_->has(id); }

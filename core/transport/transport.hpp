@@ -120,6 +120,9 @@ class pub_server {
   // frame = complete encoded frame bytes (wire::pack_frame), shared by all sends.
   void publish_all(std::shared_ptr<const std::string> frame);
   void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids);
+  // Close every publish connection identified as id (key deleted or rejected); the
+  // presence handler reports the disconnect. Returns how many were closed.
+  std::size_t disconnect(const std::string& id);
   std::vector<std::string> connected_ids() const;  // sorted, unique
   bool is_connected(const std::string& id) const;
   std::size_t connection_count() const;

@@ -566,6 +566,35 @@ TEST(transport, publish_to_reaches_only_identified_ids) {
   EXPECT_EQ(got["anon"], (std::vector<std::string>{"all"}));
 }
 
+TEST(transport, disconnect_closes_only_that_ids_connections) {
+  io_pool pool;
+  counter online, offline;
+  tr::pub_server srv(
+      pool.io, local_tcp(), {}, [&](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool up) { (up ? online : offline).add(); });
+  ASSERT_TRUE(srv.start());
+  counter closed_a, closed_b;
+  std::vector<std::shared_ptr<tr::pub_client>> clients;
+  for (std::string name : {"a", "b"}) {
+    auto c = tr::pub_client::create(pool.io.get_executor());
+    counter* closed = name == "a" ? &closed_a : &closed_b;
+    auto ep = local_tcp(srv.bound_port());
+    value hello{{"id", name}};
+    auto on_msg = [](value) {};
+    auto on_closed = [closed](error_code) { closed->add(); };
+    auto f = asio::co_spawn(pool.io, c->connect(ep, hello, on_msg, on_closed), asio::use_future);
+    ASSERT_TRUE(get(f));
+    clients.push_back(c);
+  }
+  ASSERT_TRUE(online.wait_for(2));
+  EXPECT_EQ(srv.disconnect("nobody"), 0u);
+  EXPECT_EQ(srv.disconnect("a"), 1u);
+  ASSERT_TRUE(closed_a.wait_for(1));
+  ASSERT_TRUE(offline.wait_for(1));
+  EXPECT_EQ(srv.connected_ids(), (std::vector<std::string>{"b"}));
+  EXPECT_TRUE(clients[1]->connected());
+}
+
 TEST(transport, slow_reader_disconnected_others_keep_receiving) {
   io_pool pool;
   tr::options opt;

@@ -17,7 +17,7 @@ using test::hex;
 using test::unhex;
 
 value load_vectors() {
-  std::ifstream in(SYLVITE_SOURCE_DIR "/tests/fixtures/vectors/wire.json");
+  std::ifstream in(std::string(SYLVITE_SOURCE_DIR) + "/tests/fixtures/vectors/wire.json");
   if (!in) return nullptr;
   std::stringstream ss;
   ss << in.rdbuf();
