@@ -385,3 +385,117 @@ class Swarm:
 
 def rmtree(p: Path):
     shutil.rmtree(p, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- RSA counter
+class RsaOpCounter:
+    """Counts RSA private-key operations of given processes with uprobes (root, tracefs,
+    perf): OpenSSL's RSA_private_encrypt/RSA_private_decrypt in the system libcrypto
+    (sylvite; Salt's X9.31 via ctypes) and rsa_ossl_private_encrypt/decrypt in the OpenSSL
+    that the Python `cryptography` wheel links statically (Salt). Every sign (PKCS#1 v1.5, X9.31) and
+    every OAEP decrypt goes through exactly one of them. Unavailable -> counts are None."""
+
+    TRACEFS = Path("/sys/kernel/tracing")
+    GROUP = "sylbench"
+
+    def __init__(self, salt_bin: Path):
+        self.events: dict[str, list[str]] = {}
+        self.ok = False
+        self.p = None
+        self.out = None
+        try:
+            if not shutil.which("perf") or not (self.TRACEFS / "uprobe_events").exists():
+                return
+            libcrypto = Path("/usr/lib/x86_64-linux-gnu/libcrypto.so.3")
+            rust = next(iter((salt_bin.parent / "lib").glob(
+                "python3*/site-packages/cryptography/hazmat/bindings/_rust.abi3.so")), None)
+            self._add("sylvite", libcrypto, ["RSA_private_encrypt", "RSA_private_decrypt"])
+            if rust:
+                self._add("salt", rust, ["rsa_ossl_private_encrypt", "rsa_ossl_private_decrypt"])
+                # Salt signs X9.31 through ctypes on the system libcrypto (salt/utils/rsax931.py)
+                self.events["salt"] += self.events.get("sylvite", [])
+            self.ok = bool(self.events)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            self.ok = False
+
+    @staticmethod
+    def _file_offset(lib: Path, sym: str) -> int | None:
+        syms = subprocess.run(["readelf", "-Ws", str(lib)], capture_output=True, text=True).stdout
+        vaddr = None
+        for line in syms.splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[3] == "FUNC" and f[7].split("@")[0] == sym and int(f[2]) > 0:
+                vaddr = int(f[1], 16)
+                break
+        if vaddr is None:
+            return None
+        segs = subprocess.run(["readelf", "-lW", str(lib)], capture_output=True, text=True).stdout
+        for line in segs.splitlines():
+            f = line.split()
+            if f and f[0] == "LOAD":
+                off, va, fsz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+                if va <= vaddr < va + fsz:
+                    return vaddr - va + off
+        return None
+
+    def _add(self, kind: str, lib: Path, syms: list[str]):
+        existing = (self.TRACEFS / "uprobe_events").read_text()
+        names = []
+        for sym in syms:
+            off = self._file_offset(lib, sym)
+            if off is None:
+                continue
+            name = f"{kind}_{sym}"[:60]
+            if f"{self.GROUP}/{name} " not in existing:
+                self._write(f"p:{self.GROUP}/{name} {lib}:{off:#x}\n")
+            names.append(f"{self.GROUP}:{name}")
+        if names:
+            self.events[kind] = names
+
+    def start(self, kind: str, pids: list[int]):
+        if not self.ok or kind not in self.events or not pids:
+            return
+        self.out = Path(f"/tmp/sylbench-perfstat-{os.getpid()}.txt")
+        argv = ["perf", "stat", "-x", ",", "-o", str(self.out), "-p", ",".join(map(str, pids))]
+        for e in self.events[kind]:
+            argv += ["-e", e]
+        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # let perf attach
+
+    def stop(self) -> int | None:
+        if not self.p:
+            return None
+        self.p.send_signal(signal.SIGINT)
+        try:
+            self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+        self.p = None
+        total = 0
+        try:
+            for line in self.out.read_text().splitlines():
+                f = line.split(",")
+                if len(f) > 2 and f[2].startswith(self.GROUP) and f[0].strip().isdigit():
+                    total += int(f[0])
+            self.out.unlink()
+        except OSError:
+            return None
+        return total
+
+    def close(self):
+        if not self.events:
+            return
+        for names in self.events.values():
+            for n in names:
+                try:
+                    self._write(f"-:{n.replace(':', '/')}\n")
+                except OSError:
+                    pass
+
+    def _write(self, line: str):
+        # tracefs wants one write() on an O_APPEND descriptor (Python's "a" mode seeks: EINVAL)
+        fd = os.open(self.TRACEFS / "uprobe_events", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)

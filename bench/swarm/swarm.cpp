@@ -128,6 +128,7 @@ struct counters_t {
 
 struct ingest_job {
   std::vector<std::string> jids;
+  std::vector<std::size_t> minions;  // indices of the minions signed in when the ingest started
   std::size_t total = 0;
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0}, ok{0}, failed{0};
@@ -594,7 +595,7 @@ awaitable<void> swarm::ingest_worker(std::shared_ptr<ingest_job> job) {
   for (;;) {
     const std::size_t k = job->next.fetch_add(1);
     if (k >= job->total || stopping_) break;
-    sim_minion* m = minions_[k / nj].get();
+    sim_minion* m = minions_[job->minions[k / nj]].get();
     const std::string& jid = job->jids[k % nj];
     auto creds = m->get_creds();
     bool ok = false;
@@ -812,7 +813,9 @@ void swarm::control_loop() {
         if (c == std::string_view::npos) break;
         v.remove_prefix(c + 1);
       }
-      job->total = job->jids.size() * minions_.size();
+      for (auto& m : minions_)
+        if (m->get_creds().session) job->minions.push_back(m->index);
+      job->total = job->jids.size() * job->minions.size();
       window = std::max<std::size_t>(1, std::min(window, std::max<std::size_t>(1, job->total)));
       job->workers_left = window;
       job->lat_ns.reserve(job->total);
