@@ -56,10 +56,8 @@ for _ in $(seq 1 120); do
   [[ $(salt_key -l pre --out json 2>/dev/null | grep -c '"minion[123]"' || true) -ge 3 ]] && break
   sleep 0.5
 done
-set -x
-salt_key -L
-salt_key -A -y
-set +x
+echo "+ salt-key -L"; salt_key -L
+echo "+ salt-key -A -y"; salt_key -A -y
 # The minions retry authentication every acceptance_wait_time (1 s here).
 for _ in $(seq 1 60); do
   out=$("$bin/salt" -c "$demo/master/conf" '*' test.ping -t 5 2>&1 || true)
