@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--keygen-threads", o.keygen_threads, "key generation threads (0: all cores)")->capture_default_str();
   app.add_option("--keysize", o.keysize, "RSA key size for new keys")->capture_default_str();
   app.add_option("--auth-timeout", o.auth_timeout, "seconds per sign-in attempt (Salt auth_timeout)")->capture_default_str();
+  app.add_option("--auth-tries", o.auth_tries, "sign-in resends after a timeout before waiting accept-wait (Salt auth_tries)")
+      ->capture_default_str();
   app.add_option("--accept-wait", o.accept_wait, "seconds between sign-ins while pending (acceptance_wait_time)")
       ->capture_default_str();
   app.add_option("--reconnect-delay", o.reconnect_delay, "seconds after a lost publish connection")->capture_default_str();

@@ -2,7 +2,8 @@
 // minion with `transport: tcp` would:
 //   1. sign in (clear `_auth`, protocol v3) through the shared request pool; a pending
 //      answer waits accept_wait and asks again; a timeout (auth_timeout) is counted and
-//      retried; connection refused (master down) waits reconnect_delay;
+//      resent at once, auth_tries times, then accept_wait (Salt's sign_in + "retry");
+//      connection refused (master down) waits reconnect_delay;
 //   2. connect the publish port, send the hello (AES {id, tok});
 //   3. for every publish: decrypt, check the target (glob/list), de-dup the jid, answer
 //      test.ping / test.echo / cmd.run (fixed text, no process) / saltutil.find_job with a
@@ -277,6 +278,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
   m->state = static_cast<int>(mstate::authenticating);
   m->auth_start_ns = now_ns();
   int tries = 0;
+  int timeouts_in_row = 0;
   while (!stopping_) {
     m->last_attempt_ns = now_ns();
     auto req = m->auth->make_request();
@@ -289,6 +291,13 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
       if (r.error() == transport::errc::timeout) {
         m->auth_timeouts++;
         c_.auth_timeouts++;
+        // Salt's AsyncAuth.sign_in: the request is sent auth_tries times (auth_timeout
+        // each); then "retry": sleep acceptance_wait_time before the next round.
+        if (++timeouts_in_row >= std::max(1, opt_.auth_tries)) {
+          timeouts_in_row = 0;
+          const milliseconds d = ms_of(opt_.accept_wait);
+          co_await sleep_for(d);
+        }
       } else {
         c_.auth_conn_errors++;
         const milliseconds d = ms_of(opt_.reconnect_delay);
@@ -296,6 +305,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
       }
       continue;
     }
+    timeouts_in_row = 0;
     auto res = m->auth->handle_reply(req, *r);
     switch (res.status) {
       case minion::auth_status::accepted: {

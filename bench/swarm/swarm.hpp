@@ -35,7 +35,7 @@ struct swarm_options {
   unsigned keygen_threads = 0;         // 0: hardware_concurrency
   int keysize = 2048;
   double auth_timeout = 5.0;           // Salt auth_timeout
-  int auth_tries = 7;                  // Salt auth_tries (counted; the swarm keeps trying after)
+  int auth_tries = 7;                  // Salt auth_tries: resends after a timeout, then accept_wait
   double accept_wait = 2.0;            // acceptance_wait_time (Salt default 10 s)
   double reconnect_delay = 1.0;        // after a lost publish connection (tcp_reconnect_backoff)
   double return_timeout = 60.0;        // request_channel_timeout
