@@ -354,6 +354,9 @@ def sc_auth_storm(s: SingleMasterSession, ctx) -> dict:
         "storm_window_s": round(window, 3),
         "auths_per_s": round(n_ready / window, 1) if window > 0 else None,
         "first_attempt_after_up_s": round(first_try - t_up, 3),
+        # accepted = the sign-in reply verified by the minion; ready = publish connected + hello
+        "accepted_p50_s": _r(pct([m[6] / 1e9 - t_up for m in a if len(m) > 6 and m[6]], 50)),
+        "accepted_last_s": _r(max([m[6] / 1e9 - t_up for m in a if len(m) > 6 and m[6]], default=None)),
         "ready_p50_s": _r(pct(ready_t, 50)),
         "ready_p99_s": _r(pct(ready_t, 99)),
         "auth_attempts": st["auth_attempts"] - st0["auth_attempts"],

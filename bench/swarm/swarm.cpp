@@ -89,6 +89,7 @@ struct sim_minion {
   std::atomic<std::int64_t> auth_start_ns{0};
   std::atomic<std::int64_t> ready_ns{0};
   std::atomic<std::int64_t> last_attempt_ns{0};  // start of the latest sign-in attempt
+  std::atomic<std::int64_t> auth_ok_ns{0};       // accepted reply verified (before the publish connect)
   std::atomic<std::uint32_t> auth_attempts{0};
   std::atomic<std::uint32_t> auth_timeouts{0};
   std::atomic<std::uint32_t> pendings{0};
@@ -322,6 +323,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
           m->creds.publish_port = res.creds.publish_port;
         }
         c_.auth_accepted++;
+        m->auth_ok_ns = now_ns();
         co_return true;
       }
       case minion::auth_status::pending: {
@@ -717,8 +719,8 @@ json swarm::auth_json() {
   json a = json::array();
   for (auto& m : minions_)
     a.push_back(json::array({m->auth_start_ns.load(), m->ready_ns.load(), m->auth_attempts.load(),
-                             m->auth_timeouts.load(), m->cycle.load(), m->last_attempt_ns.load()}));
-  // [sign-in start ns, ready ns, attempts, timeouts, cycles, last attempt start ns]
+                             m->auth_timeouts.load(), m->cycle.load(), m->last_attempt_ns.load(), m->auth_ok_ns.load()}));
+  // [sign-in start ns, ready ns, attempts, timeouts, cycles, last attempt start ns, accepted ns]
   return json{{"event", "auth"}, {"minions", std::move(a)}};
 }
 
