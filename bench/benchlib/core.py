@@ -291,14 +291,14 @@ class Swarm:
     """A sylvite-swarm process driven over its stdin/stdout JSON-lines protocol."""
 
     def __init__(self, exe: Path, root: Path, master: MasterBase, count: int, keys_dir: Path, pool: int,
-                 threads: int, id_prefix="bench-", accept_wait=2.0, extra=()):
+                 threads: int, id_prefix="bench-", accept_wait=2.0, start_rate=0.0, extra=()):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.count = count
         self.argv = [str(exe), "--master", "127.0.0.1", "--ret-port", str(master.ret_port),
                      "--pub-port", str(master.publish_port), "--count", str(count), "--id-prefix", id_prefix,
                      "--keys-dir", str(keys_dir), "--state-dir", str(root / "pki"), "--pool", str(pool),
-                     "--threads", str(threads), "--accept-wait", str(accept_wait),
+                     "--threads", str(threads), "--accept-wait", str(accept_wait), "--start-rate", str(start_rate),
                      "--report", str(root / "swarm-report.json"), *extra]
         self.err = open(root / "swarm.err", "ab")
         self.p = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
@@ -499,3 +499,19 @@ class RsaOpCounter:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
+
+
+def preseed_accepted(keys_dir: Path, pki_dir: Path, count: int, id_prefix="bench-", id_width=5) -> float:
+    """Write the public keys of minions 0..count-1 as accepted keys (an operator who
+    pre-seeds keys: no pending round). Returns the seconds it took."""
+    from cryptography.hazmat.primitives import serialization
+    t0 = time.time()
+    d = pki_dir / "minions"
+    d.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        key = serialization.load_pem_private_key((keys_dir / f"{i}.pem").read_bytes(), password=None,
+                                                 unsafe_skip_rsa_key_validation=True)
+        pub = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                            serialization.PublicFormat.SubjectPublicKeyInfo)
+        (d / f"{id_prefix}{i:0{id_width}d}").write_bytes(pub)
+    return time.time() - t0

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .core import Swarm, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, proc_cpu_seconds
+from .core import Swarm, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, preseed_accepted, proc_cpu_seconds
 
 # Master private-key operations per accepted sign-in, derived from the code (see
 # docs/benchmarks.md): minions that already know the master send `token`.
@@ -65,6 +65,9 @@ class SingleMasterSession:
         self.master = cls(self.root / "master", bin_dir, ctx.master_opts.get(kind))
         self.swarm: Swarm | None = None
         self.expected = 0
+        if ctx.args.preseed:
+            secs = preseed_accepted(ctx.keys_dir, Path(self.master.opts["pki_dir"]), size)
+            ctx.log(f"[{kind} {size}] pre-seeded {size} accepted keys in {secs:.1f}s")
         self.master.start()
         self.master.wait_ready(timeout=120)
         time.sleep(ctx.settle)
@@ -73,7 +76,8 @@ class SingleMasterSession:
         ctx.log(f"[{kind} {size}] master up (pid {self.master.proc.pid}, {self.baseline['procs']} processes, "
                 f"RSS {self.baseline['rss_kb']} KB)")
         self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir, ctx.pool(size),
-                           ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait)
+                           ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
+                           start_rate=ctx.args.onboard_rate)
         ke = self.swarm.keys_event
         ctx.log(f"[{kind} {size}] swarm keys: {ke['loaded']} loaded, {ke['generated']} generated "
                 f"in {ke['seconds']:.1f}s")

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
                  "comma list of source addresses for publish sockets (127.0.0.x; IP_BIND_ADDRESS_NO_PORT)");
   app.add_option("--cmd-output-bytes", o.cmd_output_bytes, "size of the fixed cmd.run output")->capture_default_str();
   app.add_flag("--no-publish-cache", no_cache, "decrypt every publish per minion (no shared decode)");
+  app.add_option("--start-rate", o.start_rate, "minions started per second at first (0: all at once)")
+      ->capture_default_str();
   app.add_flag("--paused", o.start_paused, "load keys, then wait for the 'start' command");
   app.add_option("--report", o.report, "write the per-minion report (JSON) here at exit");
   app.add_option("--log-level", o.log_level, "stderr log level")->capture_default_str();

@@ -766,7 +766,18 @@ void swarm::control_loop() {
   auto start_all = [this] {
     if (started_.exchange(true)) return;
     started_ns_ = now_ns();
-    for (auto& m : minions_) asio::co_spawn(*m->strand, lifecycle(m.get()), asio::detached);
+    if (opt_.start_rate <= 0) {
+      for (auto& m : minions_) asio::co_spawn(*m->strand, lifecycle(m.get()), asio::detached);
+      return;
+    }
+    // Ramp: minion i starts i / start_rate seconds after the first.
+    for (auto& m : minions_) {
+      auto t = std::make_shared<asio::steady_timer>(*m->strand);
+      t->expires_after(ms_of(static_cast<double>(m->index) / opt_.start_rate));
+      t->async_wait([this, t, mm = m.get()](const boost::system::error_code&) {
+        asio::co_spawn(*mm->strand, lifecycle(mm), asio::detached);
+      });
+    }
   };
   if (!opt_.start_paused) start_all();
   emit(json{{"event", "started"}, {"paused", opt_.start_paused}, {"count", minions_.size()}});

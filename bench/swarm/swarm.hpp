@@ -43,6 +43,7 @@ struct swarm_options {
   std::vector<std::string> source_addrs;  // bind publish sockets to these (IP_BIND_ADDRESS_NO_PORT)
   std::size_t cmd_output_bytes = 64;   // size of the fixed cmd.run output
   bool publish_cache = true;           // decode each distinct publish once per thread
+  double start_rate = 0;               // minions started per second at first (0: all at once)
   bool start_paused = false;           // wait for the "start" command before signing in
   std::string report;                  // write the full per-minion report here at exit
   std::string log_level = "warning";
