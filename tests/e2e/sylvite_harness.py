@@ -58,14 +58,25 @@ class Proc:
     def alive(self) -> bool:
         return self.p.poll() is None
 
+    def _signal_group(self, sig):
+        # The process was started in its own session, so its process group id is its
+        # PID: signalling the group reaches the children it forked (real Salt daemons
+        # run several processes) and nothing we did not start.
+        try:
+            os.killpg(self.p.pid, sig)
+        except ProcessLookupError:
+            pass
+
     def kill(self, sig=signal.SIGKILL):
         if self.alive():
-            os.kill(self.p.pid, sig)
+            self._signal_group(sig)
         try:
             self.p.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            os.kill(self.p.pid, signal.SIGKILL)
+            self._signal_group(signal.SIGKILL)
             self.p.wait(timeout=5)
+        # leftovers of the group (children of a daemon that exited first)
+        self._signal_group(signal.SIGKILL)
         self.log.close()
 
     def stop(self):
