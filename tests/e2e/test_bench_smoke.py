@@ -22,7 +22,9 @@ def test_bench_quick_sylvite(tmp_path):
     bin_dir = _bin_dir()
     out = tmp_path / "latest.json"
     cmd = [str(REPO / "bench" / "run"), "--quick", "--only", "sylvite", "--out", str(out),
-           "--sylvite-bin", str(bin_dir), "--swarm", str(bin_dir / "sylvite-swarm")]
+           "--sylvite-bin", str(bin_dir), "--swarm", str(bin_dir / "sylvite-swarm"),
+           # a private key cache: a benchmark running beside the tests writes the shared one
+           "--keys-dir", str(tmp_path / "keys")]
     # (the run's own temp dir stays under /tmp: pytest's tmp_path is too long for the
     # master's Unix socket path)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
