@@ -23,6 +23,7 @@
 #include "core/match/match.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
+#include "master/master_sign.hpp"
 
 namespace sylvite::master {
 
@@ -383,6 +384,18 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
   ret["enc"] = "pub";
   ret["pub_key"] = ctx.mkeys->pub_clean();
   ret["publish_port"] = cfg.publish_port;
+  if (ctx.signer) {
+    // Salt signs pub_key with the minion's sig_algo; an unsupported one cannot get here
+    // signed (bad sig algo above), an unsigned v1 reply falls back to Salt's default.
+    auto ps = ctx.signer->pub_sig(ctx.mkeys->pub_clean(), b.salgo.value_or(crypto::sig_algo::pkcs1v15_sha1));
+    if (!ps) {
+      spdlog::error("cannot sign master.pub for {}: {}", out.id, ps.error().message());
+      out.result = "error";
+      out.reply = "Some exception handling minion payload";
+      return out;
+    }
+    ret["pub_sig"] = std::move(*ps);
+  }
   if (const value* tok = wire::find(load, "token")) {
     auto tb = wire::as_bytes(*tok);
     auto mtoken = tb ? crypto::oaep_decrypt(ctx.mkeys->priv(), *tb, *ealgo)

@@ -22,6 +22,8 @@
 
 namespace sylvite::master {
 
+class master_signer;  // master/master_sign.hpp
+
 struct key_action {
   enum class kind { write, remove };
   kind what = kind::write;
@@ -44,6 +46,8 @@ struct auth_context {
   std::function<result<std::string>(const std::string& id)> session_key;
   // Ids with an identified publish connection (for max_minions); may be empty.
   std::function<std::vector<std::string>()> connected_ids;
+  // master_sign_pubkey: pub_sig for the accepting reply (Salt's master_sign); null = off.
+  const master_signer* signer = nullptr;
   int version = 0;  // envelope version
   sys_clock::time_point now = sys_clock::now();
 };

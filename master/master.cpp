@@ -13,6 +13,7 @@
 
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
+#include "master/master_sign.hpp"
 
 namespace sylvite::master {
 
@@ -53,6 +54,11 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     return mk.error();
   }
   m->mkeys_ = std::move(*mk);
+  if (m->cfg_.master_sign_pubkey) {
+    auto signer = master_signer::load(m->cfg_);
+    if (!signer) return signer.error();  // logged (Salt exits too)
+    m->signer_ = std::move(*signer);
+  }
   m->aes_ = std::make_unique<aes_manager>(m->mkeys_.priv());
   auto ar = m->aes_->rotate();
   if (!ar) {

@@ -54,6 +54,8 @@ class cli_reply {
   virtual bool alive() const = 0;
 };
 
+class master_signer;  // master/master_sign.hpp
+
 struct master_counters {
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::uint64_t> refused{0};        // any "bad load"-style refusal
@@ -65,6 +67,7 @@ struct master_counters {
   std::atomic<std::uint64_t> hellos{0};
   std::atomic<std::uint64_t> hellos_refused{0};
   std::atomic<std::uint64_t> dropped{0};        // queue full
+  std::atomic<std::uint64_t> clear_pings{0};    // ClearFuncs.ping (heartbeats, failback probes)
 };
 
 struct publish_request {
@@ -169,6 +172,7 @@ class master_core {
   config::master_config cfg_;
   pki::key_store keys_;
   master_keys mkeys_;
+  std::shared_ptr<const master_signer> signer_;  // master_sign_pubkey (null when off)
   std::unique_ptr<aes_manager> aes_;
   std::unique_ptr<session_store> sessions_;
   accepted_keys accepted_;

@@ -4,6 +4,7 @@ sylvite_library(sylvite_master
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/keys.cpp
     ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/master_sign.cpp
     ${CMAKE_CURRENT_LIST_DIR}/minion_data.cpp
     ${CMAKE_CURRENT_LIST_DIR}/worker_pool.cpp
     ${CMAKE_CURRENT_LIST_DIR}/event_hub.cpp

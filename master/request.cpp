@@ -22,6 +22,7 @@
 #include "core/wire/msgpack.hpp"
 #include "master/auth.hpp"
 #include "master/master.hpp"
+#include "master/master_sign.hpp"
 
 namespace sylvite::master {
 
@@ -193,6 +194,14 @@ value master_core::handle_request(const value& body, const std::string& peer) {
     // clear
     auto cmd_v = wire::get_text(load, "cmd");
     if (cmd_v && *cmd_v == "_auth") return handle_auth(load, version, peer);
+    if (cmd_v && *cmd_v == "ping") {
+      // ClearFuncs.ping: the load comes back as is (send_clear). Minions use it as an
+      // application-level heartbeat and Salt's status.ping_master as the failback probe:
+      // trace level, never a line per ping at info.
+      counters_.clear_pings++;
+      spdlog::trace("clear ping from {}", peer);
+      return load;
+    }
     spdlog::info("clear command {} from {} is not served on the request port", cmd_v ? std::string(*cmd_v) : "?",
                  peer);
     return value::object();
@@ -208,6 +217,7 @@ value master_core::handle_auth(value& load, int version, const std::string& peer
   ctx.cfg = &cfg_;
   ctx.keys = &keys_;
   ctx.mkeys = &mkeys_;
+  ctx.signer = signer_.get();
   ctx.aes = aes_->current();
   ctx.version = version;
   ctx.session_key = [this](const std::string& id) -> result<std::string> {

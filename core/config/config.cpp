@@ -415,6 +415,11 @@ void visit_master(master_config& c, V& v) {
   v.integer("keysize", c.keysize, 1024, 16384);
   v.boolean("sign_pub_messages", c.sign_pub_messages);
   v.enumeration("publish_signing_algorithm", c.publish_signing_algorithm, k_sig_algos);
+  v.boolean("master_sign_pubkey", c.master_sign_pubkey);
+  v.string("master_sign_key_name", c.master_sign_key_name);
+  v.opt_string("master_pubkey_signature", c.master_pubkey_signature);
+  v.boolean("master_use_pubkey_signature", c.master_use_pubkey_signature);
+  v.integer("master_sign_keysize", c.master_sign_keysize, 0, 16384);
   v.boolean("rotate_aes_key", c.rotate_aes_key);
   v.boolean("ping_on_rotate", c.ping_on_rotate);
   v.integer("keep_jobs_seconds", c.keep_jobs_seconds, 0, k_max64);

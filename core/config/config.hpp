@@ -59,6 +59,12 @@ struct master_config {
   int keysize = 2048;
   bool sign_pub_messages = true;
   std::string publish_signing_algorithm = "PKCS1v15-SHA1";
+  // Failover with per-master keys (Salt's master_sign): sign master.pub in the auth reply.
+  bool master_sign_pubkey = false;
+  std::string master_sign_key_name = "master_sign";          // <pki_dir>/<name>.pem/.pub
+  std::optional<std::string> master_pubkey_signature;        // Salt 3008.5: None -> "<id>_pubkey_signature"
+  bool master_use_pubkey_signature = false;                  // send the pre-computed signature file
+  int master_sign_keysize = 0;                               // sylvite extension: 0 = keysize
   bool rotate_aes_key = true;
   bool ping_on_rotate = false;
   std::int64_t keep_jobs_seconds = 86400;
