@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -199,6 +200,12 @@ struct builder {
 
 }  // namespace
 
+namespace {
+std::atomic<std::uint64_t> stale_auth_count{0};
+}
+
+std::uint64_t stale_auth_dropped() { return stale_auth_count.load(); }
+
 auth_outcome authenticate(const value& load, const auth_context& ctx) {
   auth_outcome out;
   const bool sign_messages = ctx.version > 1;
@@ -227,6 +234,15 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
     return out;
   }
   out.id = std::string(*id_v);
+  if (ctx.stale_after.count() > 0 && ctx.waited > ctx.stale_after) {
+    stale_auth_count++;
+    spdlog::debug("sign-in of {} dropped: it waited {} ms in the queue (its minion gave up after {} s)", out.id,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(ctx.waited).count(),
+                  std::chrono::duration_cast<std::chrono::seconds>(ctx.stale_after).count());
+    out.result = "stale";
+    out.reply = value::object();
+    return out;
+  }
   auto pub_v = wire::get_text(load, "pub");
   if (!pub_v) {
     out.result = "error";

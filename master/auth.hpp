@@ -19,6 +19,7 @@
 #include "core/pki/key_store.hpp"
 #include "core/wire/value.hpp"
 #include "master/keys.hpp"
+#include "master/worker_pool.hpp"
 
 namespace sylvite::master {
 
@@ -50,6 +51,12 @@ struct auth_context {
   const master_signer* signer = nullptr;
   int version = 0;  // envelope version
   sys_clock::time_point now = sys_clock::now();
+  // How long the request waited in the worker queue (set from the pool thread that
+  // builds the context). A sign-in that waited longer than stale_after is dropped before
+  // any RSA work (result "stale"): its minion (auth_timeout, default 5 s) gave up and
+  // resent, so the work would only delay the sign-ins that can still succeed.
+  std::chrono::steady_clock::duration waited = worker_pool::current_task_waited();
+  std::chrono::steady_clock::duration stale_after = std::chrono::seconds(5);
 };
 
 struct auth_outcome {
@@ -57,12 +64,16 @@ struct auth_outcome {
   std::vector<key_action> actions;
   std::vector<master_event> events;
   // accept | pend | reject | denied | full | invalid | bad_enc_algo | bad_sig_algo | error
+  // | stale (dropped unanswered-in-time, reply {}; see auth_context::waited)
   std::string result;
   std::string id;
 };
 
 // load = the clear `_auth` load (cmd, id, nonce, pub, enc_algo, sig_algo, token?, ...).
 auth_outcome authenticate(const wire::value& load, const auth_context& ctx);
+
+// Sign-ins dropped as stale since the process started.
+std::uint64_t stale_auth_dropped();
 
 // Apply the key writes/removals; returns false (and logs) if one failed.
 bool apply_key_actions(const pki::key_store& keys, const std::vector<key_action>& actions);

@@ -1,9 +1,11 @@
 // sylvite::master job cache, byte-compatible with Salt's returners/local_cache.py.
 // Layout: cachedir/jobs/<h[:2]>/<h[2:]>/{jid, .load.p, .minions.p, <id>/return.p, <id>/out.p}
 // with h = hex hash_type(jid). Files are msgpack with frame packing (salt.payload.dump uses
-// use_bin_type=True). Every write goes through util::write_file_atomic; the first return
-// for (jid, id) is decided by util::create_exclusive on <id>/return.p (link(2) with
-// EEXIST), which also holds between masters sharing the cache on GlusterFS. Salt decides
+// use_bin_type=True). Every write goes through util::write_file_atomic_nosync (temp +
+// rename, no fsync); the first return for (jid, id) is decided by
+// util::create_exclusive_nosync on <id>/return.p (link(2) with EEXIST), which also holds
+// between masters sharing the cache on GlusterFS. Durability is a group commit
+// (util::group_syncer: one syncfs per batch, off the request path); see job_cache.hpp. Salt decides
 // it with mkdir(<id>), which loses the return for good if the writer dies between the
 // mkdir and the write; the O_EXCL file does not have that window.
 // .minions.p is a read-merge-write (sorted union, as Salt's save_minions); it is
@@ -97,7 +99,7 @@ result<void> merge_minions(const fs::path& dir, const std::vector<std::string>& 
   if (auto old = read_packed(dir / minions_p)) add_ids(all, *old);
   wire::value list = wire::value::array();
   for (const auto& id : all) list.push_back(id);  // sorted, as Salt's sorted(union)
-  return util::write_file_atomic(dir / minions_p, wire::pack(list, wire::packing::frame));
+  return util::write_file_atomic_nosync(dir / minions_p, wire::pack(list, wire::packing::frame));
 }
 
 }  // namespace
@@ -125,6 +127,7 @@ std::string new_jid() {
 
 job_cache::job_cache(fs::path cachedir, std::string hash_type)
     : dir_(std::move(cachedir) / "jobs"), hash_type_(std::move(hash_type)) {
+  syncer_ = util::group_syncer::shared_for(dir_);
   if (!detail::hex_digest("", hash_type_)) {
     spdlog::error("job cache: unknown hash_type '{}', using sha256", hash_type_);
     hash_type_ = "sha256";
@@ -145,16 +148,18 @@ result<void> job_cache::save_load(const std::string& jid, const wire::value& loa
       return r;
     }
     // Salt's prep_jid writes the jid file once; keep an existing one.
-    auto j = util::create_exclusive(dir / jid_file, jid);
+    auto j = util::create_exclusive_nosync(dir / jid_file, jid);
     if (!j && j.error() != util::errc::already_exists) {
       spdlog::error("job cache: cannot write {}", (dir / jid_file).string());
       return j;
     }
-    if (auto r = util::write_file_atomic(dir / load_p, wire::pack(load, wire::packing::frame)); !r) {
+    if (auto r = util::write_file_atomic_nosync(dir / load_p, wire::pack(load, wire::packing::frame)); !r) {
       spdlog::error("job cache: cannot write {}", (dir / load_p).string());
       return r;
     }
-    return merge_minions(dir, minions);
+    auto m = merge_minions(dir, minions);
+    syncer_->note();
+    return m;
   } catch (const std::exception& e) {
     spdlog::error("job cache: save_load {}: {}", jid, e.what());
     return util::errc::io_error;
@@ -163,7 +168,9 @@ result<void> job_cache::save_load(const std::string& jid, const wire::value& loa
 
 result<void> job_cache::add_minions(const std::string& jid, const std::vector<std::string>& minions) {
   try {
-    return merge_minions(job_dir(jid), minions);
+    auto m = merge_minions(job_dir(jid), minions);
+    syncer_->note();
+    return m;
   } catch (const std::exception& e) {
     spdlog::error("job cache: add_minions {}: {}", jid, e.what());
     return util::errc::io_error;
@@ -185,13 +192,19 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
                     detail::printable(id), detail::printable(jid));
       return false;
     }
-    if (fs::exists(dir / "nocache", ec)) return false;
+    if (::access((dir / "nocache").c_str(), F_OK) == 0) return false;
     wire::value rec = wire::value::object();
     if (ret_load.is_object()) {
       for (const char* k : {"return", "retcode", "success"})
         if (auto it = ret_load.find(k); it != ret_load.end()) rec[k] = *it;
     }
-    auto r = util::create_exclusive(dir / id / return_p, wire::pack(rec, wire::packing::frame));
+    // One mkdir (EEXIST when the minion returned before): no stat chain per return.
+    const fs::path id_dir = dir / id;
+    if (::mkdir(id_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      spdlog::error("job cache: cannot create {}", id_dir.string());
+      return util::errc::io_error;
+    }
+    auto r = util::create_exclusive_nosync(id_dir / return_p, wire::pack(rec, wire::packing::frame));
     if (!r) {
       if (r.error() == util::errc::already_exists) {
         spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
@@ -202,16 +215,19 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
     }
     if (ret_load.is_object()) {
       if (auto it = ret_load.find("out"); it != ret_load.end()) {
-        if (auto w = util::write_file_atomic(dir / id / out_p, wire::pack(*it, wire::packing::frame)); !w)
-          spdlog::error("job cache: cannot write {}", (dir / id / out_p).string());
+        if (auto w = util::write_file_atomic_nosync(id_dir / out_p, wire::pack(*it, wire::packing::frame)); !w)
+          spdlog::error("job cache: cannot write {}", (id_dir / out_p).string());
       }
     }
+    syncer_->note();
     return true;
   } catch (const std::exception& e) {
     spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
     return util::errc::io_error;
   }
 }
+
+void job_cache::flush() { syncer_->flush(); }
 
 std::optional<wire::value> job_cache::get_load(const std::string& jid) const {
   try {

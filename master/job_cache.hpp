@@ -5,18 +5,28 @@
 //     .minions.p       msgpack list of expected minion ids
 //     <id>/return.p    msgpack {"return", "retcode", "success"} (keys present only)
 //     <id>/out.p       msgpack of the "out" string, if any
-// Every file is written atomically; a second return for the same (jid, id) is refused
-// (first one wins, as Salt). Readers tolerate half-written/missing files (skip them).
+// Every file is written atomically (temp + rename/link); a second return for the same
+// (jid, id) is refused (first one wins, as Salt). Readers tolerate half-written/missing
+// files (skip them).
+// Durability (group commit): writes are not fsynced one by one. A write is complete in
+// the page cache before the call returns (so the minion's ack, which follows, survives a
+// master crash or SIGKILL), and one background thread per filesystem makes every write
+// durable with one syncfs(2) per batch, normally a few ms later (util::group_syncer).
+// An OS crash or power loss inside that window can lose the last returns or leave an
+// empty return.p (skipped by readers). Salt's local_cache never fsyncs and writes in
+// place; flush() waits until everything written so far is on disk.
 // On a shared filesystem (cluster) several masters use the same cache concurrently.
 // Thread-safety: all methods are safe to call from any thread; they do blocking disk
 // I/O, so call them from the worker pool, never from an io thread.
 #pragma once
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/util/files.hpp"
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
 
@@ -53,9 +63,14 @@ class job_cache {
   // Remove jobs older than keep_seconds (by jid time). Returns how many were removed.
   std::size_t clean_old(std::chrono::seconds keep);
 
+  // Block until every write made so far is durable (group commit; see above).
+  void flush();
+  util::group_syncer& syncer() noexcept { return *syncer_; }
+
  private:
   std::filesystem::path dir_;
   std::string hash_type_;
+  std::shared_ptr<util::group_syncer> syncer_;
 };
 
 }  // namespace sylvite::master

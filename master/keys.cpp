@@ -5,9 +5,17 @@
 //  - session files hold the bare key string, no newline (Crypticle.write_key), 0600.
 #include "master/keys.hpp"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <system_error>
+#include <thread>
 
 #include "core/util/files.hpp"
 
@@ -87,81 +95,227 @@ std::int64_t aes_manager::next_serial() {
 }
 
 // ---------------------------------------------------------------- session_store
-session_store::session_store(fs::path dir, std::chrono::seconds lifetime)
-    : dir_(std::move(dir)), lifetime_(lifetime) {}
-
 namespace {
 bool expired(fs::file_time_type mtime, std::chrono::seconds lifetime) {
   auto age = fs::file_time_type::clock::now() - mtime;
   return age > lifetime;
 }
+
+std::string trim_key(std::string ks) {
+  // Tolerate a trailing newline written by hand/other tools.
+  while (!ks.empty() && (ks.back() == '\n' || ks.back() == '\r' || ks.back() == ' ')) ks.pop_back();
+  return ks;
+}
 }  // namespace
 
-std::shared_ptr<const crypto::crypticle> session_store::load_locked(const std::string& id, bool create) {
+session_store::session_store(fs::path dir, std::chrono::seconds lifetime, std::chrono::milliseconds revalidate)
+    : dir_(std::move(dir)),
+      lifetime_(lifetime),
+      revalidate_(revalidate),
+      shards_(new shard[kShards]),
+      syncer_(util::group_syncer::shared_for(dir_)) {}
+
+session_store::shard& session_store::shard_of(const std::string& id) {
+  return shards_[std::hash<std::string>{}(id) % kShards];
+}
+
+std::shared_ptr<const crypto::crypticle> session_store::cached(shard& s, const std::string& id) {
+  std::lock_guard lk(s.mu);
+  auto it = s.map.find(id);
+  if (it == s.map.end()) return nullptr;
+  if (std::chrono::steady_clock::now() - it->second.checked >= revalidate_) return nullptr;
+  if (expired(it->second.mtime, lifetime_)) return nullptr;
+  return it->second.crypt;
+}
+
+std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std::string& id, bool create) {
+  const std::uint64_t epoch = epoch_.load();
   const fs::path p = dir_ / id;
+  const auto now = std::chrono::steady_clock::now();
+  file_checks_++;
   std::error_code ec;
   auto mtime = fs::last_write_time(p, ec);
-  const bool missing = static_cast<bool>(ec);
-  auto it = cache_.find(id);
-  if (!missing && it != cache_.end() && it->second.mtime == mtime && !expired(mtime, lifetime_)) {
-    return it->second.crypt;
-  }
-  if (missing || expired(mtime, lifetime_)) {
-    if (!create) {
-      if (it != cache_.end()) cache_.erase(it);
+  bool missing = static_cast<bool>(ec);
+  {
+    std::lock_guard lk(s.mu);
+    auto it = s.map.find(id);
+    if (!missing && it != s.map.end() && it->second.mtime == mtime && !expired(mtime, lifetime_)) {
+      it->second.checked = now;  // unchanged file: the cached key stands
+      return it->second.crypt;
+    }
+    if ((missing || expired(mtime, lifetime_)) && !create) {
+      if (it != s.map.end()) s.map.erase(it);
       return nullptr;
     }
-    auto w = util::write_file_atomic(p, crypto::crypticle::generate_key_string(), 0600);
-    if (!w) {
-      spdlog::error("cannot write session key {}: {}", p.string(), w.error().message());
-      return nullptr;
-    }
-    mtime = fs::last_write_time(p, ec);
-    if (ec) return nullptr;
   }
-  auto text = util::read_file(p);
-  if (!text) return nullptr;
-  // Tolerate a trailing newline written by hand/other tools.
-  std::string ks = *text;
-  while (!ks.empty() && (ks.back() == '\n' || ks.back() == '\r' || ks.back() == ' ')) ks.pop_back();
-  auto c = crypto::crypticle::from_key_string(ks);
-  if (!c) {
-    if (!create) return nullptr;
-    // Corrupt file: replace it.
-    auto w = util::write_file_atomic(p, crypto::crypticle::generate_key_string(), 0600);
-    if (!w) return nullptr;
-    text = util::read_file(p);
+  std::string ks;
+  bool wrote = false;
+  {
+    // Creation and regeneration of ids of this shard are serialised (two sign-ins of one
+    // minion must not hand out two different keys); lookups never wait for it.
+    std::unique_lock create_lk(s.create_mu, std::defer_lock);
+    if (missing || expired(mtime, lifetime_)) {
+      if (!create) return nullptr;
+      create_lk.lock();
+      mtime = fs::last_write_time(p, ec);  // another thread may have made it meanwhile
+      missing = static_cast<bool>(ec);
+      if (missing) {
+        auto w = util::create_exclusive_nosync(p, crypto::crypticle::generate_key_string(), 0600);
+        if (!w && w.error() != util::errc::already_exists) {
+          spdlog::error("cannot write session key {}: {}", p.string(), w.error().message());
+          return nullptr;
+        }
+        wrote = true;
+      } else if (expired(mtime, lifetime_)) {
+        auto w = util::write_file_atomic_nosync(p, crypto::crypticle::generate_key_string(), 0600);
+        if (!w) {
+          spdlog::error("cannot write session key {}: {}", p.string(), w.error().message());
+          return nullptr;
+        }
+        wrote = true;
+      }
+      mtime = fs::last_write_time(p, ec);
+      if (ec) return nullptr;
+    }
+    auto text = util::read_file(p);
     if (!text) return nullptr;
-    c = crypto::crypticle::from_key_string(*text);
-    if (!c) return nullptr;
-    mtime = fs::last_write_time(p, ec);
+    ks = trim_key(std::move(*text));
+    if (!crypto::crypticle::from_key_string(ks)) {
+      if (!create) return nullptr;
+      // Corrupt or empty file (e.g. lost by an OS crash before the group sync): replace it.
+      if (!create_lk.owns_lock()) create_lk.lock();
+      auto w = util::write_file_atomic_nosync(p, crypto::crypticle::generate_key_string(), 0600);
+      if (!w) return nullptr;
+      wrote = true;
+      auto again = util::read_file(p);
+      if (!again) return nullptr;
+      ks = trim_key(std::move(*again));
+      mtime = fs::last_write_time(p, ec);
+    }
   }
+  if (wrote) syncer_->note();
+  auto c = crypto::crypticle::from_key_string(ks);
+  if (!c) return nullptr;
   auto sp = std::make_shared<const crypto::crypticle>(std::move(*c));
-  cache_[id] = entry{mtime, sp};
+  std::lock_guard lk(s.mu);
+  if (epoch_.load() == epoch) s.map[id] = entry{mtime, sp, now};  // not if removed meanwhile
   return sp;
 }
 
 result<std::shared_ptr<const crypto::crypticle>> session_store::get_or_create(const std::string& id) {
-  std::lock_guard lk(mu_);
-  auto c = load_locked(id, true);
+  auto& s = shard_of(id);
+  if (auto c = cached(s, id)) return c;
+  auto c = load(s, id, true);
   if (!c) return util::make_error_code(util::errc::io_error);
   return c;
 }
 
 std::shared_ptr<const crypto::crypticle> session_store::lookup(const std::string& id) {
-  std::lock_guard lk(mu_);
-  return load_locked(id, false);
+  auto& s = shard_of(id);
+  if (auto c = cached(s, id)) return c;
+  return load(s, id, false);
 }
 
 void session_store::remove(const std::string& id) {
-  std::lock_guard lk(mu_);
-  cache_.erase(id);
+  auto& s = shard_of(id);
+  {
+    std::lock_guard lk(s.mu);
+    epoch_++;
+    s.map.erase(id);
+  }
   (void)util::remove_file(dir_ / id);
 }
 
 // ---------------------------------------------------------------- accepted_keys
+struct accepted_keys::watcher {
+  int ifd = -1;
+  int efd = -1;
+  std::atomic<bool> alive{false};
+  std::thread thread;
+  ~watcher() {
+    if (efd >= 0) {
+      std::uint64_t one = 1;
+      ssize_t n = ::write(efd, &one, sizeof one);
+      (void)n;
+    }
+    if (thread.joinable()) thread.join();
+    if (ifd >= 0) ::close(ifd);
+    if (efd >= 0) ::close(efd);
+  }
+};
+
+accepted_keys::accepted_keys(const pki::key_store& store, std::chrono::milliseconds revalidate)
+    : store_(store), revalidate_(revalidate) {}
+
+accepted_keys::~accepted_keys() { watch_.reset(); }
+
+void accepted_keys::ensure_watch() {
+  std::call_once(watch_once_, [this] {
+    const fs::path dir = store_.path(pki::key_state::accepted, "x").parent_path();
+    auto w = std::make_unique<watcher>();
+    w->ifd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    w->efd = ::eventfd(0, EFD_CLOEXEC);
+    if (w->ifd < 0 || w->efd < 0 ||
+        ::inotify_add_watch(w->ifd, dir.c_str(),
+                            IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
+                                IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) < 0) {
+      spdlog::info("accepted keys: no inotify watch on {} ({}); every lookup stats the key file", dir.string(),
+                   std::strerror(errno));
+      return;  // w's destructor closes the fds; watch_ stays null
+    }
+    w->alive = true;
+    watcher* wp = w.get();
+    w->thread = std::thread([this, wp] {
+      alignas(struct inotify_event) char buf[16384];
+      for (;;) {
+        struct pollfd fds[2] = {{wp->ifd, POLLIN, 0}, {wp->efd, POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0) {
+          if (errno == EINTR) continue;
+          break;
+        }
+        if (fds[1].revents) break;  // stop
+        for (;;) {
+          ssize_t n = ::read(wp->ifd, buf, sizeof buf);
+          if (n <= 0) break;
+          for (char* p = buf; p < buf + n;) {
+            auto* ev = reinterpret_cast<struct inotify_event*>(p);
+            if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT)) {
+              clear();
+              if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT)) wp->alive = false;
+            } else if (ev->len > 0) {
+              invalidate(std::string(ev->name));
+            }
+            p += sizeof(struct inotify_event) + ev->len;
+          }
+        }
+        if (!wp->alive) {
+          spdlog::warn("accepted keys: the inotify watch ended; every lookup stats the key file");
+          break;
+        }
+      }
+      wp->alive = false;
+    });
+    watch_ = std::move(w);
+  });
+}
+
+bool accepted_keys::watching() {
+  ensure_watch();
+  return watch_ && watch_->alive.load();
+}
+
 std::shared_ptr<const accepted_keys::entry> accepted_keys::get(const std::string& id) {
   if (!pki::valid_id(id)) return nullptr;
+  ensure_watch();
+  const bool watched = watch_ && watch_->alive.load();
+  const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t gen = gen_.load();
+  if (watched) {
+    std::lock_guard lk(mu_);
+    auto it = cache_.find(id);
+    if (it != cache_.end() && now - it->second.checked < revalidate_) return it->second.e;
+  }
+  file_checks_++;
   const fs::path p = store_.path(pki::key_state::accepted, id);
   std::error_code ec;
   auto mtime = fs::last_write_time(p, ec);
@@ -176,7 +330,10 @@ std::shared_ptr<const accepted_keys::entry> accepted_keys::get(const std::string
   {
     std::lock_guard lk(mu_);
     auto it = cache_.find(id);
-    if (it != cache_.end() && it->second->mtime == mtime && it->second->size == size) return it->second;
+    if (it != cache_.end() && it->second.e->mtime == mtime && it->second.e->size == size) {
+      if (gen_.load() == gen) it->second.checked = now;
+      return it->second.e;
+    }
   }
   auto pem = store_.read(pki::key_state::accepted, id);
   if (!pem) return nullptr;
@@ -191,8 +348,12 @@ std::shared_ptr<const accepted_keys::entry> accepted_keys::get(const std::string
   e->mtime = mtime;
   e->size = size;
   std::lock_guard lk(mu_);
-  cache_[id] = e;
-  good_tok_.erase(id);
+  // An invalidation while the file was read (key deleted/rewritten meanwhile): use the
+  // key for this call but do not cache it.
+  if (gen_.load() == gen) {
+    cache_[id] = cached{e, now};
+    good_tok_.erase(id);
+  }
   return e;
 }
 
@@ -203,7 +364,7 @@ bool accepted_keys::verify_token(const std::string& id, std::string_view tok) {
     std::lock_guard lk(mu_);
     auto it = good_tok_.find(id);
     auto cit = cache_.find(id);
-    if (it != good_tok_.end() && cit != cache_.end() && cit->second == e) {
+    if (it != good_tok_.end() && cit != cache_.end() && cit->second.e == e) {
       if (crypto::constant_time_equal(it->second, tok)) return true;
     }
   }
@@ -211,18 +372,20 @@ bool accepted_keys::verify_token(const std::string& id, std::string_view tok) {
   if (!rec || *rec != "salt") return false;
   std::lock_guard lk(mu_);
   auto cit = cache_.find(id);
-  if (cit != cache_.end() && cit->second == e) good_tok_[id] = std::string(tok);
+  if (cit != cache_.end() && cit->second.e == e) good_tok_[id] = std::string(tok);
   return true;
 }
 
 void accepted_keys::invalidate(const std::string& id) {
   std::lock_guard lk(mu_);
+  gen_++;
   cache_.erase(id);
   good_tok_.erase(id);
 }
 
 void accepted_keys::clear() {
   std::lock_guard lk(mu_);
+  gen_++;
   cache_.clear();
   good_tok_.clear();
 }

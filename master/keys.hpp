@@ -4,8 +4,9 @@
 // Thread-safety: every class here is safe to use from many threads at once (internal
 // mutexes; values handed out as shared_ptr<const>). Disk I/O happens inside the calls:
 // call from the worker pool, not from an io thread (hello handling is the exception:
-// accepted keys are cached, so a hit costs one stat()).
+// accepted keys are cached, so a hit costs no system call).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "core/crypto/crypticle.hpp"
 #include "core/crypto/rsa.hpp"
 #include "core/pki/key_store.hpp"
+#include "core/util/files.hpp"
 #include "core/util/result.hpp"
 
 namespace sylvite::master {
@@ -77,11 +79,16 @@ class aes_manager {
 };
 
 // Per-minion session keys, cachedir/sessions/<id> (Crypticle key string, mode 0600),
-// regenerated when older than publish_session. Cached in memory; a cache hit is
-// revalidated with one stat() (another master on a shared cachedir may rotate it).
+// regenerated when older than publish_session. Cached in memory in 64 shards (one mutex
+// each, held only for map operations, never across file I/O). A cache hit costs no
+// system call; it is revalidated against the file (one stat, outside the lock) at most
+// every `revalidate` (another master on a shared cachedir may rotate or remove it).
+// New keys are written without fsync (temp + link, first writer wins; group commit via
+// util::group_syncer): after an OS crash a minion whose key was lost signs in again.
 class session_store {
  public:
-  session_store(std::filesystem::path dir, std::chrono::seconds lifetime);
+  session_store(std::filesystem::path dir, std::chrono::seconds lifetime,
+                std::chrono::milliseconds revalidate = std::chrono::milliseconds(2000));
   // For the auth reply: the key, created or regenerated as needed.
   result<std::shared_ptr<const crypto::crypticle>> get_or_create(const std::string& id);
   // For decrypting requests: the current key, nullptr if missing or expired (no disk
@@ -89,20 +96,40 @@ class session_store {
   std::shared_ptr<const crypto::crypticle> lookup(const std::string& id);
   void remove(const std::string& id);  // key deleted/rejected
   const std::filesystem::path& dir() const noexcept { return dir_; }
+  std::uint64_t file_reads() const noexcept { return file_checks_.load(); }  // tests
 
  private:
   struct entry {
     std::filesystem::file_time_type mtime;
     std::shared_ptr<const crypto::crypticle> crypt;
+    std::chrono::steady_clock::time_point checked;  // last stat of the file
   };
-  std::shared_ptr<const crypto::crypticle> load_locked(const std::string& id, bool create);
+  struct shard {
+    std::mutex mu;                    // the map
+    std::mutex create_mu;             // creation/regeneration of ids of this shard
+    std::map<std::string, entry> map;
+  };
+  static constexpr std::size_t kShards = 64;
+  shard& shard_of(const std::string& id);
+  std::shared_ptr<const crypto::crypticle> cached(shard& s, const std::string& id);
+  std::shared_ptr<const crypto::crypticle> load(shard& s, const std::string& id, bool create);
   std::filesystem::path dir_;
   std::chrono::seconds lifetime_;
-  std::mutex mu_;
-  std::map<std::string, entry> cache_;
+  std::chrono::milliseconds revalidate_;
+  std::unique_ptr<shard[]> shards_;
+  std::atomic<std::uint64_t> file_checks_{0};
+  std::atomic<std::uint64_t> epoch_{0};  // bumped by remove(): in-flight loads do not cache
+  std::shared_ptr<util::group_syncer> syncer_;
 };
 
-// Accepted minion public keys (pki_dir/minions/<id>), cached by file mtime+size.
+// Accepted minion public keys (pki_dir/minions/<id>), cached in memory.
+// Invalidation: key events (salt-key through the CLI socket -> master_core::key_event,
+// sign-in key actions) call invalidate(); an inotify watch on the accepted directory
+// (one thread) drops an entry as soon as its file is written, removed or renamed (an
+// operator's rm/mv, or salt-key run while the master could not be told); and a hit is
+// revalidated with one stat (mtime + size) at most every `revalidate` (covers shared
+// cluster_pki_dir changes by other masters, which inotify does not see). Without inotify
+// every get() stats the file, as before. So a cache hit normally costs no system call.
 // Also remembers the last token that verified for a key: tokens are deterministic
 // (X9.31 of "salt"), so a repeat costs a string compare instead of an RSA operation.
 class accepted_keys {
@@ -113,19 +140,37 @@ class accepted_keys {
     std::filesystem::file_time_type mtime;
     std::uintmax_t size = 0;
   };
-  explicit accepted_keys(const pki::key_store& store) : store_(store) {}
+  explicit accepted_keys(const pki::key_store& store,
+                         std::chrono::milliseconds revalidate = std::chrono::milliseconds(2000));
+  ~accepted_keys();
+  accepted_keys(const accepted_keys&) = delete;
+  accepted_keys& operator=(const accepted_keys&) = delete;
   // nullptr if id has no accepted key (or it does not parse).
   std::shared_ptr<const entry> get(const std::string& id);
   // True if tok recovers to "salt" with the accepted key of id.
   bool verify_token(const std::string& id, std::string_view tok);
   void invalidate(const std::string& id);
   void clear();
+  // Tests: whether the inotify watch runs; file stats done by get().
+  bool watching();
+  std::uint64_t file_checks() const noexcept { return file_checks_.load(); }
 
  private:
+  struct cached {
+    std::shared_ptr<const entry> e;
+    std::chrono::steady_clock::time_point checked;
+  };
+  struct watcher;
+  void ensure_watch();
   const pki::key_store& store_;
+  std::chrono::milliseconds revalidate_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const entry>> cache_;
+  std::map<std::string, cached> cache_;
   std::map<std::string, std::string> good_tok_;  // id -> last verified token bytes
+  std::atomic<std::uint64_t> gen_{0};             // bumped on every invalidation
+  std::atomic<std::uint64_t> file_checks_{0};
+  std::once_flag watch_once_;
+  std::unique_ptr<watcher> watch_;
 };
 
 }  // namespace sylvite::master

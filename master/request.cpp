@@ -234,7 +234,7 @@ value master_core::handle_auth(value& load, int version, const std::string& peer
   for (auto& ev : out.events) hub_.fire(ev.tag, ev.data);
   if (out.result == "accept") {
     counters_.auth_accepted++;
-  } else if (out.result != "pend") {
+  } else if (out.result != "pend" && out.result != "stale") {  // stale: counted, logged at debug
     counters_.refused++;
     spdlog::warn("auth of '{}' from {}: {}", out.id, peer, out.result);
   }

@@ -8,6 +8,12 @@
 
 namespace sylvite::master {
 
+namespace {
+thread_local std::chrono::steady_clock::duration tl_waited{};
+}
+
+std::chrono::steady_clock::duration worker_pool::current_task_waited() { return tl_waited; }
+
 worker_pool::worker_pool(std::size_t threads, std::size_t max_queue) : max_queue_(max_queue) {
   if (threads == 0) threads = 1;
   for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
@@ -19,7 +25,7 @@ bool worker_pool::submit(std::function<void()> task) {
   {
     std::lock_guard lk(mu_);
     if (stopping_ || q_.size() >= max_queue_) return false;
-    q_.push_back(std::move(task));
+    q_.push_back(item{std::move(task), std::chrono::steady_clock::now()});
   }
   cv_.notify_one();
   return true;
@@ -45,7 +51,7 @@ void worker_pool::stop() {
 
 void worker_pool::run() {
   for (;;) {
-    std::function<void()> task;
+    item task;
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [this] { return stopping_ || !q_.empty(); });
@@ -53,8 +59,12 @@ void worker_pool::run() {
       task = std::move(q_.front());
       q_.pop_front();
     }
+    tl_waited = std::chrono::steady_clock::now() - task.queued_at;
+    struct reset {
+      ~reset() { tl_waited = {}; }
+    } reset_waited;
     try {
-      task();
+      task.fn();
     } catch (const std::exception& e) {
       spdlog::error("worker task failed: {}", e.what());
     } catch (...) {

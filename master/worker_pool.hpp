@@ -1,8 +1,12 @@
 // sylvite::master worker pool: a fixed set of threads with a bounded FIFO queue for RSA
 // and disk work, so io threads never block. submit() refuses (returns false) when the
 // queue is full; the caller counts and drops (the minion retries).
+// Each task remembers when it was queued: a task can ask how long it waited
+// (current_task_waited()), so work whose client has surely given up (a sign-in older than
+// the minion's auth_timeout) is dropped before its RSA work is done.
 // Thread-safety: submit() from any thread; stop() once (joins; pending tasks still run).
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -24,11 +28,19 @@ class worker_pool {
   void stop();
   std::size_t queued() const;
 
+  // On a pool thread, inside a task: how long that task waited in the queue (submit ->
+  // start). Elsewhere: zero.
+  static std::chrono::steady_clock::duration current_task_waited();
+
  private:
+  struct item {
+    std::function<void()> fn;
+    std::chrono::steady_clock::time_point queued_at;
+  };
   void run();
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> q_;
+  std::deque<item> q_;
   std::vector<std::thread> threads_;
   std::size_t max_queue_;
   bool stopping_ = false;

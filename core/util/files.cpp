@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <map>
 #include <cstdio>
 #include <string>
 
@@ -20,8 +21,12 @@ namespace {
 std::atomic<unsigned long> temp_counter{0};
 
 std::string temp_name(const fs::path& p) {
-  char host[64] = {0};
-  ::gethostname(host, sizeof host - 1);
+  // Host name looked up once per process (it was a uname(2) per write).
+  static const std::string host = [] {
+    char h[64] = {0};
+    ::gethostname(h, sizeof h - 1);
+    return std::string(h);
+  }();
   return (p.parent_path() / ("." + p.filename().string() + ".tmp." + host + "." + std::to_string(::getpid()) + "." +
                              std::to_string(temp_counter.fetch_add(1))))
       .string();
@@ -51,11 +56,11 @@ void fsync_dir(const fs::path& dir) {
 }
 
 // Write data to a fresh temp file next to p; returns its name or empty on failure.
-std::string write_temp(const fs::path& p, std::string_view data, unsigned mode) {
+std::string write_temp(const fs::path& p, std::string_view data, unsigned mode, bool sync = true) {
   std::string tmp = temp_name(p);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return {};
-  bool ok = write_all(fd, data) && ::fchmod(fd, mode) == 0 && ::fsync(fd) == 0;
+  bool ok = write_all(fd, data) && ::fchmod(fd, mode) == 0 && (!sync || ::fsync(fd) == 0);
   ok = (::close(fd) == 0) && ok;
   if (!ok) {
     ::unlink(tmp.c_str());
@@ -121,6 +126,120 @@ result<void> create_exclusive(const fs::path& p, std::string_view data, unsigned
   if (rc != 0) return err == EEXIST ? errc::already_exists : errc::io_error;
   fsync_dir(p.parent_path());
   return {};
+}
+
+result<void> write_file_atomic_nosync(const fs::path& p, std::string_view data, unsigned mode) {
+  std::string tmp = write_temp(p, data, mode, false);
+  if (tmp.empty()) {
+    // Parent missing (first write in a new dir): create it and retry once. The common
+    // case costs no stat.
+    if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
+    tmp = write_temp(p, data, mode, false);
+    if (tmp.empty()) return errc::io_error;
+  }
+  if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return errc::io_error;
+  }
+  return {};
+}
+
+result<void> create_exclusive_nosync(const fs::path& p, std::string_view data, unsigned mode) {
+  std::string tmp = write_temp(p, data, mode, false);
+  if (tmp.empty()) {
+    if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
+    tmp = write_temp(p, data, mode, false);
+    if (tmp.empty()) return errc::io_error;
+  }
+  int rc = ::link(tmp.c_str(), p.c_str());
+  int err = errno;
+  ::unlink(tmp.c_str());
+  if (rc != 0) return err == EEXIST ? errc::already_exists : errc::io_error;
+  return {};
+}
+
+// ---------------------------------------------------------------- group_syncer
+namespace {
+// p, or its nearest existing ancestor (the directory may not exist yet).
+fs::path existing_ancestor(fs::path p) {
+  struct stat st {};
+  if (p.empty()) p = ".";
+  while (::stat(p.c_str(), &st) != 0 && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  return p;
+}
+}  // namespace
+
+group_syncer::group_syncer(const fs::path& any_path_on_fs, std::chrono::milliseconds gather) : gather_(gather) {
+  fd_ = ::open(existing_ancestor(any_path_on_fs).c_str(), O_RDONLY | O_CLOEXEC);
+  thread_ = std::thread([this] { run(); });
+}
+
+group_syncer::~group_syncer() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::shared_ptr<group_syncer> group_syncer::shared_for(const fs::path& p) {
+  static std::mutex m;
+  static std::map<std::uint64_t, std::weak_ptr<group_syncer>> by_dev;
+  struct stat st {};
+  std::uint64_t dev = ::stat(existing_ancestor(p).c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_dev) : 0;
+  std::lock_guard lk(m);
+  if (auto s = by_dev[dev].lock()) return s;
+  auto s = std::make_shared<group_syncer>(p);
+  by_dev[dev] = s;
+  return s;
+}
+
+std::uint64_t group_syncer::note() {
+  std::uint64_t t;
+  {
+    std::lock_guard lk(mu_);
+    t = ++noted_;
+  }
+  cv_.notify_one();
+  return t;
+}
+
+void group_syncer::wait(std::uint64_t ticket) {
+  std::unique_lock lk(mu_);
+  done_cv_.wait(lk, [&] { return durable_ >= ticket; });
+}
+
+std::uint64_t group_syncer::syncs() const {
+  std::lock_guard lk(mu_);
+  return syncs_;
+}
+std::uint64_t group_syncer::noted() const {
+  std::lock_guard lk(mu_);
+  return noted_;
+}
+std::uint64_t group_syncer::durable() const {
+  std::lock_guard lk(mu_);
+  return durable_;
+}
+
+void group_syncer::run() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || noted_ > durable_; });
+    if (noted_ <= durable_) return;  // stopping, nothing left
+    // Let a burst gather (many returns of one fan-out share one sync).
+    if (!stop_ && gather_.count() > 0) cv_.wait_for(lk, gather_, [&] { return stop_; });
+    const std::uint64_t upto = noted_;  // every write noted before the sync starts
+    lk.unlock();
+    if (fd_ >= 0) ::syncfs(fd_);
+    else ::sync();
+    lk.lock();
+    durable_ = upto;
+    ++syncs_;
+    done_cv_.notify_all();
+  }
 }
 
 result<void> remove_file(const fs::path& p) {

@@ -4,8 +4,14 @@
 // never a half-written file. create_exclusive() uses O_EXCL for once-only creates.
 // Thread-safety: free functions, safe to call concurrently on different paths.
 #pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +29,53 @@ result<void> write_file_atomic(const std::filesystem::path& p, std::string_view 
 // Create p with data only if it does not exist yet (O_EXCL on a temp + link(2), so the
 // content is complete the moment the name appears). errc::already_exists if it exists.
 result<void> create_exclusive(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
+
+// The same two writes without any fsync (Salt's local_cache durability, plus atomicity):
+// temp file + rename/link, so every reader on this OS sees the whole content or nothing,
+// and a killed process never leaves a half-written file; but after an OS crash or power
+// loss a file written in the last moments may be missing or empty (readers must skip an
+// empty/unparsable file). Pair with group_syncer to bound that window.
+// Parent directories are created (0700) if missing, as above.
+result<void> write_file_atomic_nosync(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
+result<void> create_exclusive_nosync(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
+
+// Group commit for the *_nosync writes: writers call note() after a write; one background
+// thread makes everything noted so far durable with one syncfs(2) of the filesystem per
+// batch (all writes that arrive while a sync runs share the next one). wait(ticket)
+// blocks until a sync that started after note() returned `ticket` has finished.
+// One instance per filesystem per process: shared_for(path).
+// Thread-safety: every method from any thread; the destructor does a last sync and joins.
+class group_syncer {
+ public:
+  explicit group_syncer(const std::filesystem::path& any_path_on_fs,
+                        std::chrono::milliseconds gather = std::chrono::milliseconds(5));
+  ~group_syncer();
+  group_syncer(const group_syncer&) = delete;
+  group_syncer& operator=(const group_syncer&) = delete;
+
+  // The process-wide syncer of the filesystem holding p (created on first use).
+  static std::shared_ptr<group_syncer> shared_for(const std::filesystem::path& p);
+
+  std::uint64_t note();                 // a write happened; returns its ticket
+  void wait(std::uint64_t ticket);      // until that write is durable
+  void flush() { wait(note()); }
+  std::uint64_t syncs() const;          // syncfs calls made so far
+  std::uint64_t noted() const;          // notes so far
+  std::uint64_t durable() const;        // highest ticket known durable
+
+ private:
+  void run();
+  int fd_ = -1;
+  std::chrono::milliseconds gather_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // work for the thread
+  std::condition_variable done_cv_;  // a sync finished
+  std::uint64_t noted_ = 0;
+  std::uint64_t durable_ = 0;
+  std::uint64_t syncs_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 // Remove a file; missing is not an error.
 result<void> remove_file(const std::filesystem::path& p);

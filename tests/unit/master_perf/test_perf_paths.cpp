@@ -1,0 +1,416 @@
+// Issue #4 hot paths: util nosync writes + group_syncer, job_cache first-return-wins and
+// batch durability, session_store and accepted_keys caches (invalidation on delete),
+// worker_pool queue wait and stale sign-ins.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "core/util/files.hpp"
+#include "core/wire/msgpack.hpp"
+#include "master/auth.hpp"
+#include "master/job_cache.hpp"
+#include "master/keys.hpp"
+#include "master/worker_pool.hpp"
+#include "tests/unit/master/test_util.hpp"
+
+namespace sylvite::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using wire::value;
+
+std::size_t count_temp_files(const fs::path& root) {
+  std::size_t n = 0;
+  for (auto& e : fs::recursive_directory_iterator(root))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) ++n;
+  return n;
+}
+
+// ------------------------------------------------------------------ util
+TEST(NosyncFiles, CreateExclusiveRefusesSecondAndLeavesNoTemp) {
+  temp_dir d;
+  const fs::path p = d.path / "a" / "b" / "return.p";  // parents created
+  ASSERT_TRUE(util::create_exclusive_nosync(p, "first"));
+  auto r = util::create_exclusive_nosync(p, "second");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), util::errc::already_exists);
+  EXPECT_EQ(*util::read_file(p), "first");
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+  EXPECT_EQ(fs::status(p).permissions() & fs::perms::all, fs::perms(0644));
+}
+
+TEST(NosyncFiles, WriteAtomicReplaces) {
+  temp_dir d;
+  const fs::path p = d.path / "x" / "f";
+  ASSERT_TRUE(util::write_file_atomic_nosync(p, "one", 0600));
+  ASSERT_TRUE(util::write_file_atomic_nosync(p, "two", 0600));
+  EXPECT_EQ(*util::read_file(p), "two");
+  EXPECT_EQ(fs::status(p).permissions() & fs::perms::all, fs::perms(0600));
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+}
+
+TEST(GroupSyncer, FlushMakesEverythingDurableAndBatches) {
+  temp_dir d;
+  util::group_syncer s(d.path, 20ms);
+  EXPECT_EQ(s.durable(), 0u);
+  std::uint64_t last = 0;
+  for (int i = 0; i < 500; ++i) last = s.note();
+  s.wait(last);
+  EXPECT_GE(s.durable(), last);
+  // 500 writes noted within the gather window share a handful of syncs, not 500.
+  EXPECT_LE(s.syncs(), 10u);
+  EXPECT_GE(s.syncs(), 1u);
+  const auto before = s.syncs();
+  s.flush();
+  EXPECT_EQ(s.syncs(), before + 1);
+  EXPECT_EQ(s.durable(), s.noted());
+}
+
+TEST(GroupSyncer, ConcurrentWaitersAllReleased) {
+  temp_dir d;
+  util::group_syncer s(d.path, 2ms);
+  std::vector<std::thread> ts;
+  std::atomic<int> done{0};
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) s.wait(s.note());
+      done++;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(done.load(), 8);
+  EXPECT_EQ(s.durable(), s.noted());
+  EXPECT_LT(s.syncs(), 160u);  // waiters share syncs
+}
+
+TEST(GroupSyncer, SharedPerFilesystem) {
+  temp_dir d;
+  fs::create_directories(d.path / "a");
+  auto a = util::group_syncer::shared_for(d.path / "a");
+  auto b = util::group_syncer::shared_for(d.path / "not" / "yet" / "made");
+  EXPECT_EQ(a.get(), b.get());
+}
+
+// ------------------------------------------------------------------ job cache
+const std::string kJid = "20260101120000123456";
+
+value ret_load(const std::string& id, value ret) {
+  value r = value::object();
+  r["cmd"] = "_return";
+  r["id"] = id;
+  r["success"] = true;
+  r["return"] = std::move(ret);
+  r["retcode"] = 0;
+  r["jid"] = kJid;
+  r["out"] = "nested";
+  return r;
+}
+
+TEST(JobCacheGroupCommit, DuplicateReturnRefusedFirstKept) {
+  temp_dir d;
+  master::job_cache jc(d.path);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}, {"jid", kJid}}, {"m1"}));
+  auto a = jc.save_return(kJid, "m1", ret_load("m1", "first"));
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(*a);
+  auto b = jc.save_return(kJid, "m1", ret_load("m1", "second"));
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(*b);
+  auto rets = jc.get_returns(kJid);
+  ASSERT_TRUE(rets.contains("m1"));
+  EXPECT_EQ(rets["m1"]["return"], "first");
+  EXPECT_EQ(rets["m1"]["out"], "nested");
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+}
+
+TEST(JobCacheGroupCommit, ConcurrentDuplicatesExactlyOneWins) {
+  temp_dir d;
+  master::job_cache jc(d.path);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+  for (int id = 0; id < 20; ++id) {
+    std::atomic<int> wins{0};
+    std::vector<std::thread> ts;
+    const std::string mid = "m" + std::to_string(id);
+    for (int t = 0; t < 6; ++t)
+      ts.emplace_back([&, t] {
+        auto r = jc.save_return(kJid, mid, ret_load(mid, t));
+        if (r && *r) wins++;
+      });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(wins.load(), 1) << mid;
+  }
+  EXPECT_EQ(jc.get_returns(kJid).size(), 20u);
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+}
+
+TEST(JobCacheGroupCommit, ReturnsAreNotedAndABatchIsDurableAfterFlush) {
+  temp_dir d;
+  master::job_cache jc(d.path);
+  auto& s = jc.syncer();
+  const auto noted0 = s.noted(), syncs0 = s.syncs();
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+  for (int i = 0; i < 300; ++i) {
+    auto r = jc.save_return(kJid, "m" + std::to_string(i), ret_load("m", i));
+    ASSERT_TRUE(r && *r);
+  }
+  EXPECT_GE(s.noted() - noted0, 301u);  // every write is handed to the group commit
+  jc.flush();
+  EXPECT_GE(s.durable(), noted0 + 301);
+  // Group commit: far fewer syncs than writes (each return used to be 2 fsyncs).
+  EXPECT_LT(s.syncs() - syncs0, 100u);
+  EXPECT_EQ(jc.get_returns(kJid).size(), 300u);
+}
+
+TEST(JobCacheGroupCommit, EmptyReturnFileFromACrashIsSkippedByReaders) {
+  // What an OS crash inside the sync window can leave: an empty return.p.
+  temp_dir d;
+  master::job_cache jc(d.path);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+  ASSERT_TRUE(*jc.save_return(kJid, "good", ret_load("good", true)));
+  fs::create_directories(jc.job_dir(kJid) / "lost");
+  { std::ofstream(jc.job_dir(kJid) / "lost" / "return.p"); }
+  auto rets = jc.get_returns(kJid);
+  EXPECT_EQ(rets.size(), 1u);
+  EXPECT_TRUE(rets.contains("good"));
+}
+
+TEST(JobCacheGroupCommit, PublishLoadReadableAtOnce) {
+  temp_dir d;
+  master::job_cache jc(d.path);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.echo"}, {"jid", kJid}}, {"b", "a"}));
+  auto l = jc.get_load(kJid);
+  ASSERT_TRUE(l);
+  EXPECT_EQ((*l)["fun"], "test.echo");
+  EXPECT_EQ(jc.get_minions(kJid), (std::vector<std::string>{"a", "b"}));
+  auto jobs = jc.list_jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].jid, kJid);
+}
+
+// ------------------------------------------------------------------ session store
+TEST(SessionStore, HitCostsNoFileAccessAndRemoveIsImmediate) {
+  temp_dir d;
+  master::session_store ss(d.path / "sessions", std::chrono::seconds(86400), 60s);
+  auto k = ss.get_or_create("m1");
+  ASSERT_TRUE(k);
+  const auto reads = ss.file_reads();
+  for (int i = 0; i < 100; ++i) {
+    auto l = ss.lookup("m1");
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l.get(), k->get());
+  }
+  EXPECT_EQ(ss.file_reads(), reads);
+  EXPECT_EQ(*util::read_file(d.path / "sessions" / "m1"), (*k)->key_string());
+  ss.remove("m1");
+  EXPECT_FALSE(ss.lookup("m1"));
+  EXPECT_FALSE(fs::exists(d.path / "sessions" / "m1"));
+  EXPECT_FALSE(ss.lookup("never"));
+  EXPECT_FALSE(fs::exists(d.path / "sessions" / "never"));  // lookups never create
+}
+
+TEST(SessionStore, ConcurrentFirstSignInsAgreeOnOneKey) {
+  temp_dir d;
+  master::session_store ss(d.path / "sessions", std::chrono::seconds(86400));
+  for (int id = 0; id < 10; ++id) {
+    const std::string mid = "m" + std::to_string(id);
+    std::vector<std::string> got(8);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t)
+      ts.emplace_back([&, t] {
+        auto k = ss.get_or_create(mid);
+        if (k) got[t] = (*k)->key_string();
+      });
+    for (auto& t : ts) t.join();
+    std::set<std::string> distinct(got.begin(), got.end());
+    EXPECT_EQ(distinct.size(), 1u) << mid;
+    EXPECT_EQ(*util::read_file(d.path / "sessions" / mid), *distinct.begin());
+  }
+}
+
+TEST(SessionStore, RevalidatesAgainstTheFileAfterTheInterval) {
+  temp_dir d;
+  master::session_store ss(d.path / "sessions", std::chrono::seconds(86400), 50ms);
+  auto k = ss.get_or_create("m1");
+  ASSERT_TRUE(k);
+  // Another master (shared cachedir) rotates the key.
+  std::this_thread::sleep_for(20ms);
+  const std::string other = crypto::crypticle::generate_key_string();
+  ASSERT_TRUE(util::write_file_atomic(d.path / "sessions" / "m1", other, 0600));
+  std::this_thread::sleep_for(80ms);
+  auto l = ss.lookup("m1");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->key_string(), other);
+  // Removed on disk by another master: gone after the interval.
+  fs::remove(d.path / "sessions" / "m1");
+  std::this_thread::sleep_for(80ms);
+  EXPECT_FALSE(ss.lookup("m1"));
+}
+
+TEST(SessionStore, CorruptFileIsReplacedOnSignIn) {
+  temp_dir d;
+  fs::create_directories(d.path / "sessions");
+  { std::ofstream(d.path / "sessions" / "m1"); }  // empty: lost in an OS crash
+  master::session_store ss(d.path / "sessions", std::chrono::seconds(86400));
+  EXPECT_FALSE(ss.lookup("m1"));
+  auto k = ss.get_or_create("m1");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(*util::read_file(d.path / "sessions" / "m1"), (*k)->key_string());
+}
+
+// ------------------------------------------------------------------ accepted keys
+struct accepted_fixture : ::testing::Test {
+  temp_dir tmp;
+  pki::key_store store{tmp.path / "pki"};
+  void SetUp() override { ASSERT_TRUE(store.ensure_dirs()); }
+  void put(const std::string& id, int key) {
+    ASSERT_TRUE(store.write(pki::key_state::accepted, id, cached_key(key).public_pem()));
+  }
+  template <class F>
+  bool eventually(F f, std::chrono::milliseconds limit = 2000ms) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (f()) return true;
+      std::this_thread::sleep_for(2ms);
+    }
+    return f();
+  }
+};
+
+TEST_F(accepted_fixture, HitCostsNoStatWhileWatching) {
+  master::accepted_keys ak(store, 60s);
+  ASSERT_TRUE(ak.watching());
+  put("m1", 1);
+  ASSERT_TRUE(ak.get("m1"));
+  const auto checks = ak.file_checks();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(ak.get("m1"));
+  EXPECT_EQ(ak.file_checks(), checks);
+  fake_minion fm{"m1", cached_key(1)};
+  EXPECT_TRUE(ak.verify_token("m1", fm.tok()));
+  EXPECT_TRUE(ak.verify_token("m1", fm.tok()));
+  EXPECT_EQ(ak.file_checks(), checks);
+}
+
+TEST_F(accepted_fixture, DeletedFileTakesEffectWithoutAKeyEvent) {
+  // An operator's rm (no salt-key, no key event): inotify drops the entry.
+  master::accepted_keys ak(store, 60s);
+  put("m1", 1);
+  ASSERT_TRUE(ak.get("m1"));
+  fs::remove(store.path(pki::key_state::accepted, "m1"));
+  EXPECT_TRUE(eventually([&] { return ak.get("m1") == nullptr; }));
+  fake_minion fm{"m1", cached_key(1)};
+  EXPECT_FALSE(ak.verify_token("m1", fm.tok()));
+}
+
+TEST_F(accepted_fixture, RejectMovesTheKeyAndInvalidateIsImmediate) {
+  master::accepted_keys ak(store, 60s);
+  put("m1", 1);
+  ASSERT_TRUE(ak.get("m1"));
+  // salt-key -r: the file moves to minions_rejected, then the master gets key_event.
+  ASSERT_TRUE(store.move("m1", pki::key_state::accepted, pki::key_state::rejected));
+  ak.invalidate("m1");  // what key_event does
+  EXPECT_EQ(ak.get("m1"), nullptr);
+}
+
+TEST_F(accepted_fixture, ReplacedKeyIsPickedUp) {
+  master::accepted_keys ak(store, 60s);
+  put("m1", 1);
+  auto a = ak.get("m1");
+  ASSERT_TRUE(a);
+  fake_minion old_key{"m1", cached_key(1)}, new_key{"m1", cached_key(2)};
+  EXPECT_TRUE(ak.verify_token("m1", old_key.tok()));
+  put("m1", 2);
+  EXPECT_TRUE(eventually([&] { return ak.verify_token("m1", new_key.tok()); }));
+  EXPECT_FALSE(ak.verify_token("m1", old_key.tok()));
+}
+
+TEST_F(accepted_fixture, WithoutInotifyEveryLookupStats) {
+  // revalidate 0: behaves as the old stat-per-lookup cache.
+  master::accepted_keys ak(store, 0ms);
+  put("m1", 1);
+  ASSERT_TRUE(ak.get("m1"));
+  const auto checks = ak.file_checks();
+  ASSERT_TRUE(ak.get("m1"));
+  EXPECT_EQ(ak.file_checks(), checks + 1);
+  fs::remove(store.path(pki::key_state::accepted, "m1"));
+  EXPECT_EQ(ak.get("m1"), nullptr);
+}
+
+// ------------------------------------------------------------------ worker pool + stale sign-ins
+TEST(WorkerPool, TaskKnowsHowLongItWaited) {
+  EXPECT_EQ(master::worker_pool::current_task_waited().count(), 0);
+  master::worker_pool pool(1, 10);
+  std::atomic<long long> waited_ms{-1};
+  std::atomic<bool> done{false};
+  ASSERT_TRUE(pool.submit([] { std::this_thread::sleep_for(200ms); }));
+  ASSERT_TRUE(pool.submit([&] {
+    waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(master::worker_pool::current_task_waited())
+                    .count();
+    done = true;
+  }));
+  pool.stop();
+  ASSERT_TRUE(done.load());
+  EXPECT_GE(waited_ms.load(), 150);
+}
+
+struct stale_fixture : ::testing::Test {
+  temp_dir tmp;
+  config::master_config cfg = make_config(tmp.path);
+  pki::key_store keys{cfg.pki_dir};
+  master::master_keys mk = master::master_keys::from_key(cached_key(0));
+  master::aes_manager aes{cached_key(0)};
+  void SetUp() override {
+    ASSERT_TRUE(keys.ensure_dirs());
+    ASSERT_TRUE(aes.rotate());
+  }
+  master::auth_context ctx() {
+    master::auth_context c;
+    c.cfg = &cfg;
+    c.keys = &keys;
+    c.mkeys = &mk;
+    c.aes = aes.current();
+    c.version = 3;
+    c.session_key = [](const std::string&) -> result<std::string> {
+      return crypto::crypticle::generate_key_string();
+    };
+    c.connected_ids = [] { return std::vector<std::string>{}; };
+    return c;
+  }
+};
+
+TEST_F(stale_fixture, SignInThatWaitedPastAuthTimeoutIsDroppedBeforeRsa) {
+  fake_minion m{"m1", cached_key(1)};
+  ASSERT_TRUE(keys.write(pki::key_state::accepted, "m1", m.key.public_pem()));
+  auto c = ctx();
+  c.waited = 6s;
+  const auto before = master::stale_auth_dropped();
+  auto out = master::authenticate(m.auth_load("0123456789abcdef0123456789abcdef", &mk.pub()), c);
+  EXPECT_EQ(out.result, "stale");
+  EXPECT_EQ(out.id, "m1");
+  EXPECT_TRUE(out.reply.is_object() && out.reply.empty());  // nothing signed, nothing decrypted
+  EXPECT_TRUE(out.actions.empty());
+  EXPECT_EQ(master::stale_auth_dropped(), before + 1);
+  // A new minion's stale first sign-in does not file a pending key either.
+  fake_minion n{"new1", cached_key(2)};
+  auto o2 = master::authenticate(n.auth_load("0123456789abcdef0123456789abcdef"), c);
+  EXPECT_EQ(o2.result, "stale");
+  EXPECT_TRUE(o2.actions.empty());
+}
+
+TEST_F(stale_fixture, FreshSignInIsServed) {
+  fake_minion m{"m1", cached_key(1)};
+  ASSERT_TRUE(keys.write(pki::key_state::accepted, "m1", m.key.public_pem()));
+  auto c = ctx();
+  c.waited = 4s;  // under the 5 s auth_timeout
+  auto out = master::authenticate(m.auth_load("0123456789abcdef0123456789abcdef", &mk.pub()), c);
+  EXPECT_EQ(out.result, "accept");
+  EXPECT_TRUE(wire::find(out.reply, "sig"));
+}
+
+}  // namespace
+}  // namespace sylvite::test
