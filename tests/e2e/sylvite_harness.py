@@ -3,6 +3,18 @@
 Starts salt-master / salt-minion binaries from SYLVITE_BIN (default build/bin) on
 127.0.0.1 with free ports and a private temp root, runs the CLIs against them, and
 stops only the processes it started, by PID. Used by tests/e2e and tests/interop.
+
+Multi-host: pass `host=` (a tests/e2e/netlab.py Host) to Env.master()/Env.minion() (or
+Master/Minion). The daemon then runs inside that network namespace (argv prefixed with
+host.wrap(); `ip netns exec` execs, so the PID and process group are the daemon's), a
+master listens on host.ip with Salt's default ports 4505/4506, wait_ready() probes the
+ports from inside the namespace, and a minion is given `master: <ip>` (or the list of
+its masters' ips) and `master_port`. The CLIs talk to a master over its Unix socket, so
+they run in the root namespace as before.
+
+Shared-key setups (hot multi-master, failover): gen_key_pair() / copy_key_pair() /
+share_master_key() put one master.pem/master.pub (or a master_sign pair) into several
+masters' pki_dir before their first start.
 """
 from __future__ import annotations
 
@@ -88,8 +100,9 @@ class Node:
 
     kind = ""
 
-    def __init__(self, root: Path, name: str):
+    def __init__(self, root: Path, name: str, host=None):
         self.name = name
+        self.host = host  # netlab.Host or None (root namespace, 127.0.0.1)
         self.root = root / name
         self.conf_dir = self.root / "conf"
         self.conf_dir.mkdir(parents=True, exist_ok=True)
@@ -106,7 +119,8 @@ class Node:
 
     def start(self, binary: str | None = None, extra=()):
         binary = binary or str(BIN / f"salt-{self.kind}")
-        self.proc = Proc([binary, "-c", str(self.conf_dir), *extra], self.root / f"{self.kind}.out")
+        prefix = self.host.wrap() if self.host is not None else []
+        self.proc = Proc([*prefix, binary, "-c", str(self.conf_dir), *extra], self.root / f"{self.kind}.out")
         return self
 
     def stop(self):
@@ -121,16 +135,17 @@ class Node:
 class Master(Node):
     kind = "master"
 
-    def __init__(self, root: Path, name="master", **opts):
-        super().__init__(root, name)
-        self.ret_port = free_port()
-        self.publish_port = free_port()
+    def __init__(self, root: Path, name="master", host=None, **opts):
+        super().__init__(root, name, host)
+        # In a namespace the host has its own address: Salt's default ports.
+        self.ret_port = int(opts.get("ret_port", 4506 if host is not None else free_port()))
+        self.publish_port = int(opts.get("publish_port", 4505 if host is not None else free_port()))
         base = self.root
         for d in ("salt", "pillar"):
             (base / "srv" / d).mkdir(parents=True, exist_ok=True)
         self.opts = {
             "id": name,
-            "interface": "127.0.0.1",
+            "interface": host.ip if host is not None else "127.0.0.1",
             "ret_port": self.ret_port,
             "publish_port": self.publish_port,
             "root_dir": str(base),
@@ -147,6 +162,14 @@ class Master(Node):
         }
         self.opts.update(opts)
         self.write_config()
+
+    @property
+    def pki_dir(self) -> Path:
+        return Path(self.opts["pki_dir"])
+
+    @property
+    def address(self) -> str:
+        return self.opts["interface"]
 
     @property
     def file_root(self) -> Path:
@@ -182,16 +205,27 @@ class Master(Node):
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
+    def listening(self) -> bool:
+        """Both ports accept connections (probed from inside the namespace for a netlab
+        host: a lab address is never dialled from the root namespace)."""
+        for port in (self.ret_port, self.publish_port):
+            if self.host is not None:
+                if not self.host.can_connect(self.host.ip, port):
+                    return False
+                continue
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            except OSError:
+                return False
+        return True
+
     def wait_ready(self, timeout=30):
         def up():
             if self.proc and not self.proc.alive():
                 raise AssertionError(f"{self.name} exited early:\n{self.log_text()}")
-            for port in (self.ret_port, self.publish_port):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                except OSError:
-                    return False
-            return (self.root / "sock" / "master_cli.ipc").exists()
+            if not self.listening():
+                return False
+            return (Path(self.opts["sock_dir"]) / "master_cli.ipc").exists()
         wait_for(up, timeout, f"{self.name} to listen")
         return self
 
@@ -199,8 +233,8 @@ class Master(Node):
 class Minion(Node):
     kind = "minion"
 
-    def __init__(self, root: Path, name: str, master: Master | list, **opts):
-        super().__init__(root, name)
+    def __init__(self, root: Path, name: str, master: Master | list, host=None, **opts):
+        super().__init__(root, name, host)
         masters = master if isinstance(master, list) else [master]
         base = self.root
         self.opts = {
@@ -222,7 +256,8 @@ class Minion(Node):
 
     def salt_call(self, *args, timeout=60, binary_dir: Path | None = None):
         exe = str((binary_dir or BIN) / "salt-call")
-        return subprocess.run([exe, "-c", str(self.conf_dir), *args], capture_output=True, text=True,
+        prefix = self.host.wrap() if self.host is not None else []
+        return subprocess.run([*prefix, exe, "-c", str(self.conf_dir), *args], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -233,13 +268,13 @@ class Env:
         self.root = Path(tempfile.mkdtemp(prefix="sylvite-e2e-"))
         self.nodes: list[Node] = []
 
-    def master(self, name="master", **opts) -> Master:
-        m = Master(self.root, name, **opts)
+    def master(self, name="master", host=None, **opts) -> Master:
+        m = Master(self.root, name, host=host, **opts)
         self.nodes.append(m)
         return m
 
-    def minion(self, name, master, **opts) -> Minion:
-        m = Minion(self.root, name, master, **opts)
+    def minion(self, name, master, host=None, **opts) -> Minion:
+        m = Minion(self.root, name, master, host=host, **opts)
         self.nodes.append(m)
         return m
 
@@ -259,3 +294,46 @@ class Env:
                 text = f.read_text(errors="replace")[-6000:]
                 out.append(f"===== {n.name}/{f.name}\n{text}")
         return "\n".join(out)
+
+
+# ---------------------------------------------------------------- shared keys
+def gen_key_pair(pki_dir: Path, name: str = "master", bits: int = 2048) -> tuple[Path, Path]:
+    """Write <pki_dir>/<name>.pem (0400) and <name>.pub (0644) with openssl, the layout
+    Salt and sylvite read (PKCS#1 private key, SubjectPublicKeyInfo public key)."""
+    pki_dir = Path(pki_dir)
+    pki_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(pki_dir, 0o700)
+    pem, pub = pki_dir / f"{name}.pem", pki_dir / f"{name}.pub"
+    key = subprocess.run(["openssl", "genrsa", "-traditional", str(bits)], capture_output=True, check=True).stdout
+    pubtext = subprocess.run(["openssl", "rsa", "-pubout"], input=key, capture_output=True, check=True).stdout
+    for path, data, mode in ((pem, key, 0o400), (pub, pubtext, 0o644)):
+        if path.exists():
+            os.chmod(path, 0o600)
+        path.write_bytes(data)
+        os.chmod(path, mode)
+    return pem, pub
+
+
+def copy_key_pair(src_pki: Path, dst_pki: Path, name: str = "master", private: bool = True):
+    """Copy <name>.pem (mode 0400; skipped when private=False) and <name>.pub (0644) from
+    one pki_dir to another. Call before the destination daemon's first start (a master
+    generates its own pair when none is there)."""
+    src_pki, dst_pki = Path(src_pki), Path(dst_pki)
+    dst_pki.mkdir(parents=True, exist_ok=True)
+    os.chmod(dst_pki, 0o700)
+    files = ((f"{name}.pem", 0o400), (f"{name}.pub", 0o644)) if private else ((f"{name}.pub", 0o644),)
+    for fname, mode in files:
+        dst = dst_pki / fname
+        if dst.exists():
+            os.chmod(dst, 0o600)
+        shutil.copyfile(src_pki / fname, dst)
+        os.chmod(dst, mode)
+
+
+def share_master_key(src: Master, *dsts: Master):
+    """Give every master in dsts the master.pem/master.pub of src (hot multi-master and
+    failover with one shared key). src's pair is generated first if it has none yet."""
+    if not (src.pki_dir / "master.pem").exists():
+        gen_key_pair(src.pki_dir, "master")
+    for d in dsts:
+        copy_key_pair(src.pki_dir, d.pki_dir, "master")
