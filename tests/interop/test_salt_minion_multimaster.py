@@ -235,3 +235,33 @@ def test_salt_clear_ping_is_answered(env, lab):
     ret = json.loads(r.stdout.strip().splitlines()[-1])
     assert ret.get("cmd") == "ping" and ret.get("probe") == 42, ret
     assert "clear command ping" not in m.log_text() + (m.root / "master.log").read_text(errors="replace")
+
+
+def test_failover_silent_primary_needs_tcp_keepalive(env, lab):
+    """A primary that goes silent (iptables DROP: no FIN, no RST) is noticed by Salt's tcp
+    minion only through TCP keep-alive on its publish socket (master_alive_interval is not
+    used with tcp). With keep-alive tuned down (3 s idle, 1 s x 3 probes) the minion fails
+    over within seconds; Salt's default idle of 300 s would take minutes."""
+    m1, m2, hm = two_masters(env, lab)
+    share_master_key(m1, m2)
+    m1.start()
+    m2.start()
+    m1.wait_ready()
+    m2.wait_ready()
+    minion = real_minion(env, "fo4", [m1, m2], hm, master_type="failover", master_alive_interval=5,
+                         tcp_keepalive=True, tcp_keepalive_idle=3, tcp_keepalive_intvl=1, tcp_keepalive_cnt=3,
+                         auth_timeout=5, auth_tries=1)
+    preaccept([m2], minion)
+    minion.start(binary=REAL_MINION)
+    accept_pending(m1, "fo4")
+    wait_ping(m1, "fo4")
+    cut_at = time.time()
+    m1.host.blackhole()
+    wait_ping(m2, "fo4", timeout=120, each=3)
+    took = time.time() - cut_at
+    log = minion_log(minion)
+    lost = first_line_after(log, "Connection to master", cut_at)
+    assert lost, log[-4000:]
+    print(f"silent primary: lost after {log_time(lost) - cut_at:.1f}s, m2 answered after {took:.1f}s")
+    # keep-alive (3 + 3 x 1 s) bounds the detection; allow generous slack, not minutes
+    assert log_time(lost) - cut_at < 60
