@@ -33,6 +33,9 @@ masters_settings masters_settings_from(const config::minion_config& c, std::uint
     s.failback_interval = seconds(c.master_alive_interval);  // Salt's eval_master does this
   }
   s.random_reauth_delay = seconds(std::max(0, c.random_reauth_delay));
+  s.heartbeat_misses = std::max(1, c.master_alive_misses);
+  s.probe_timeout = seconds(std::max(1, c.master_probe_timeout));
+  s.failback_probes = std::max(1, c.master_failback_probes);
   s.backoff_max = seconds(std::max({1, c.acceptance_wait_time, c.acceptance_wait_time_max}));
   s.retry_dns = seconds(std::max(0, c.retry_dns));
   s.seed = seed;

@@ -459,6 +459,10 @@ void visit_minion(minion_config& c, V& v) {
   v.boolean("master_shuffle", c.master_shuffle);
   v.boolean("random_master", c.random_master);
   v.integer("random_reauth_delay", c.random_reauth_delay, 0, k_max);
+  v.integer("master_alive_misses", c.master_alive_misses, 1, 100);
+  v.integer("master_probe_timeout", c.master_probe_timeout, 1, k_max);
+  v.integer("master_failback_probes", c.master_failback_probes, 1, 1000);
+  v.integer("return_queue_max", c.return_queue_max, 0, k_max);
   v.integer("retry_dns", c.retry_dns, 0, k_max);
   v.opt_integer("retry_dns_count", c.retry_dns_count, 0, k_max);
   v.integer("master_tries", c.master_tries, -1, k_max);

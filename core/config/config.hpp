@@ -114,6 +114,11 @@ struct minion_config {
   bool master_shuffle = false;
   bool random_master = false;
   int random_reauth_delay = 10;
+  // sylvite extensions (docs/multi-master.md): liveness and failback tuning.
+  int master_alive_misses = 3;              // heartbeats missed within master_alive_interval -> probe
+  int master_probe_timeout = 5;             // seconds a liveness/failback probe may take
+  int master_failback_probes = 3;           // consecutive good probes before failing back
+  int return_queue_max = 1000;              // undelivered job returns kept on disk
   int retry_dns = 30;
   std::optional<int> retry_dns_count;
   int master_tries = -1;                    // Salt 3008 on Linux: -1 (forever)
