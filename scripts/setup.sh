@@ -15,6 +15,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-venv python3-dev
   iproute2 iptables procps psmisc
+  glusterfs-server glusterfs-client
 )
 missing=()
 for p in "${packages[@]}"; do
