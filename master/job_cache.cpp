@@ -15,11 +15,13 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <set>
@@ -125,13 +127,116 @@ std::string new_jid() {
   return buf;
 }
 
-job_cache::job_cache(fs::path cachedir, std::string hash_type)
-    : dir_(std::move(cachedir) / "jobs"), hash_type_(std::move(hash_type)) {
+namespace {
+// Index of recent jobs (async mode): entries idle longer than this are dropped (a late
+// return re-reads the directory), and at most kMaxIndexedJobs are kept.
+constexpr auto kIndexIdle = std::chrono::seconds(10);
+constexpr std::size_t kMaxIndexedJobs = 64;
+// Queue bound: past it, save_return writes in the caller (back-pressure).
+constexpr std::size_t kMaxQueued = 200000;
+}  // namespace
+
+job_cache::job_cache(fs::path cachedir, std::string hash_type, write_mode mode)
+    : dir_(std::move(cachedir) / "jobs"), hash_type_(std::move(hash_type)), mode_(mode) {
   syncer_ = util::group_syncer::shared_for(dir_);
+  if (mode_ == write_mode::async) writer_ = std::thread([this] { run_writer(); });
   if (!detail::hex_digest("", hash_type_)) {
     spdlog::error("job cache: unknown hash_type '{}', using sha256", hash_type_);
     hash_type_ = "sha256";
   }
+}
+
+job_cache::~job_cache() {
+  {
+    std::lock_guard lk(q_mu_);
+    stop_ = true;
+  }
+  q_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+void job_cache::drain() const {
+  if (mode_ != write_mode::async) return;
+  std::unique_lock lk(q_mu_);
+  idle_cv_.wait(lk, [this] { return q_.empty() && !writing_; });
+}
+
+std::size_t job_cache::indexed_jobs() const {
+  std::lock_guard lk(idx_mu_);
+  return idx_.size();
+}
+
+void job_cache::run_writer() {
+  // Below the request threads: under CPU contention the acks (and sign-ins) go first and
+  // the writes trail (they were acked already; drain() covers readers).
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+  std::unique_lock lk(q_mu_);
+  for (;;) {
+    q_cv_.wait(lk, [this] { return stop_ || !q_.empty(); });
+    if (q_.empty()) return;  // stopping, everything written
+    std::deque<pending_write> batch;
+    batch.swap(q_);
+    writing_ = true;
+    lk.unlock();
+    for (const auto& w : batch) write_one(w);
+    syncer_->note();  // one group commit for the whole batch
+    lk.lock();
+    writing_ = false;
+    idle_cv_.notify_all();
+  }
+}
+
+void job_cache::write_one(const pending_write& w) {
+  const fs::path id_dir = w.dir / w.id;
+  if (::mkdir(id_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("job cache: cannot create {}: {}", id_dir.string(), std::strerror(errno));
+    return;
+  }
+  auto r = util::create_exclusive_nosync(id_dir / return_p, w.rec);
+  if (!r) {
+    if (r.error() == util::errc::already_exists) {
+      // Another process (or a restart race) stored one first: it wins, as on disk.
+      conflicts_++;
+      spdlog::debug("job cache: return.p of {} in {} already written by another writer", w.id, w.dir.string());
+    } else {
+      spdlog::error("job cache: cannot write {}", (id_dir / return_p).string());
+    }
+    return;
+  }
+  if (w.has_out) {
+    if (auto o = util::write_file_atomic_nosync(id_dir / out_p, w.out); !o)
+      spdlog::error("job cache: cannot write {}", (id_dir / out_p).string());
+  }
+}
+
+// Under idx_mu_: add (or refresh) the index entry of a job. fresh: the job was just
+// created by this process (no returns on disk yet); otherwise the directory is read.
+void job_cache::index_job(const std::string& jid, const fs::path& dir, bool fresh) {
+  const auto now = std::chrono::steady_clock::now();
+  if (idx_.count(jid)) return;
+  // Drop idle entries (and the oldest ones past the bound) before adding.
+  for (auto it = idx_.begin(); it != idx_.end();) {
+    if (now - it->second.used > kIndexIdle) it = idx_.erase(it);
+    else ++it;
+  }
+  while (idx_.size() >= kMaxIndexedJobs) {
+    auto oldest = idx_.begin();
+    for (auto it = idx_.begin(); it != idx_.end(); ++it)
+      if (it->second.used < oldest->second.used) oldest = it;
+    idx_.erase(oldest);
+  }
+  job_entry e;
+  e.used = now;
+  if (!fresh) {
+    e.nocache = ::access((dir / "nocache").c_str(), F_OK) == 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name.empty() || name[0] == '.') continue;
+      if (::access((it->path() / return_p).c_str(), F_OK) == 0) e.ids.insert(std::move(name));
+    }
+  }
+  idx_.emplace(jid, std::move(e));
 }
 
 fs::path job_cache::job_dir(const std::string& jid) const {
@@ -159,6 +264,12 @@ result<void> job_cache::save_load(const std::string& jid, const wire::value& loa
     }
     auto m = merge_minions(dir, minions);
     syncer_->note();
+    if (mode_ == write_mode::async) {
+      // A new job has no returns yet (jid file created just now); an existing one is read.
+      const bool fresh = static_cast<bool>(j);
+      std::lock_guard lk(idx_mu_);
+      index_job(jid, dir, fresh);
+    }
     return m;
   } catch (const std::exception& e) {
     spdlog::error("job cache: save_load {}: {}", jid, e.what());
@@ -178,6 +289,85 @@ result<void> job_cache::add_minions(const std::string& jid, const std::vector<st
 }
 
 result<bool> job_cache::save_return(const std::string& jid, const std::string& id, const wire::value& ret_load) {
+  if (mode_ == write_mode::async) {
+    std::size_t queued;
+    {
+      std::lock_guard lk(q_mu_);
+      queued = q_.size();
+    }
+    if (queued < kMaxQueued) return save_return_async(jid, id, ret_load);
+    drain();  // back-pressure: the writer is far behind
+  }
+  return save_return_sync(jid, id, ret_load);
+}
+
+result<bool> job_cache::save_return_async(const std::string& jid, const std::string& id,
+                                          const wire::value& ret_load) {
+  try {
+    if (!pki::valid_id(id)) {
+      spdlog::warn("job cache: refusing return for jid {} from invalid id '{}'", detail::printable(jid),
+                   detail::printable(id));
+      return util::errc::invalid_argument;
+    }
+    fs::path dir = job_dir(jid);
+    bool indexed;
+    {
+      std::lock_guard lk(idx_mu_);
+      indexed = idx_.count(jid) != 0;
+    }
+    if (!indexed) {
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec)) {
+        spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
+                      detail::printable(id), detail::printable(jid));
+        return false;
+      }
+      drain();  // returns of an evicted entry still queued must be on disk before reading it
+      std::lock_guard lk(idx_mu_);
+      index_job(jid, dir, false);
+    }
+    pending_write w;
+    {
+      std::lock_guard lk(idx_mu_);
+      auto it = idx_.find(jid);
+      if (it == idx_.end()) {  // evicted meanwhile (bound reached by other jobs)
+        index_job(jid, dir, false);
+        it = idx_.find(jid);
+      }
+      auto& e = it->second;
+      e.used = std::chrono::steady_clock::now();
+      if (e.nocache) return false;
+      if (!e.ids.insert(id).second) {
+        spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
+        return false;
+      }
+    }
+    wire::value rec = wire::value::object();
+    if (ret_load.is_object()) {
+      for (const char* k : {"return", "retcode", "success"})
+        if (auto it = ret_load.find(k); it != ret_load.end()) rec[k] = *it;
+      if (auto it = ret_load.find("out"); it != ret_load.end()) {
+        w.out = wire::pack(*it, wire::packing::frame);
+        w.has_out = true;
+      }
+    }
+    w.dir = std::move(dir);
+    w.id = id;
+    w.rec = wire::pack(rec, wire::packing::frame);
+    {
+      std::lock_guard lk(q_mu_);
+      q_.push_back(std::move(w));
+    }
+    q_cv_.notify_one();
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
+    return util::errc::io_error;
+  }
+}
+
+result<bool> job_cache::save_return_sync(const std::string& jid, const std::string& id,
+                                         const wire::value& ret_load) {
   try {
     if (!pki::valid_id(id)) {
       spdlog::warn("job cache: refusing return for jid {} from invalid id '{}'", detail::printable(jid),
@@ -227,9 +417,13 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
   }
 }
 
-void job_cache::flush() { syncer_->flush(); }
+void job_cache::flush() {
+  drain();
+  syncer_->flush();
+}
 
 std::optional<wire::value> job_cache::get_load(const std::string& jid) const {
+  drain();
   try {
     return read_packed(job_dir(jid) / load_p);
   } catch (const std::exception& e) {
@@ -239,6 +433,7 @@ std::optional<wire::value> job_cache::get_load(const std::string& jid) const {
 }
 
 std::vector<std::string> job_cache::get_minions(const std::string& jid) const {
+  drain();
   try {
     fs::path dir = job_dir(jid);
     std::set<std::string> all;
@@ -257,6 +452,7 @@ std::vector<std::string> job_cache::get_minions(const std::string& jid) const {
 }
 
 wire::value job_cache::get_returns(const std::string& jid) const {
+  drain();
   wire::value out = wire::value::object();
   try {
     fs::path dir = job_dir(jid);
@@ -289,6 +485,7 @@ wire::value job_cache::get_returns(const std::string& jid) const {
 }
 
 std::vector<job_summary> job_cache::list_jobs(std::size_t max) const {
+  drain();
   std::vector<job_summary> jobs;
   try {
     std::error_code ec;
@@ -324,6 +521,11 @@ std::vector<job_summary> job_cache::list_jobs(std::size_t max) const {
 std::size_t job_cache::clean_old(std::chrono::seconds keep) {
   // As Salt: keep_jobs_seconds == 0 disables cleaning.
   if (keep.count() <= 0) return 0;
+  drain();
+  {
+    std::lock_guard lk(idx_mu_);  // removed jobs must not stay indexed
+    idx_.clear();
+  }
   std::size_t removed = 0;
   try {
     const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -15,15 +15,35 @@
 // An OS crash or power loss inside that window can lose the last returns or leave an
 // empty return.p (skipped by readers). Salt's local_cache never fsyncs and writes in
 // place; flush() waits until everything written so far is on disk.
+// Write modes:
+//   sync  (default; master cluster on a shared cache): save_return writes return.p
+//         before it answers; the first return for (jid, id) is decided by link(2) on disk,
+//         across processes and masters.
+//   async (single master): save_return decides first-wins in memory (an index of the
+//         ids that returned, per recent jid, seeded from the directory after a restart or
+//         eviction) and hands the write to one writer thread; it answers at once, so the
+//         minion's ack waits for no file system call. Readers in this process (get_*,
+//         list_jobs, clean_old, flush) first wait for queued writes (read-your-writes).
+//         A master killed (SIGKILL) can lose the returns still queued (normally < 1 ms of
+//         writes; acked, so the minion will not resend); the writer still uses
+//         temp + link, so no half-written file is ever visible.
 // On a shared filesystem (cluster) several masters use the same cache concurrently.
 // Thread-safety: all methods are safe to call from any thread; they do blocking disk
 // I/O, so call them from the worker pool, never from an io thread.
 #pragma once
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/util/files.hpp"
@@ -44,7 +64,11 @@ struct job_summary {
 
 class job_cache {
  public:
-  job_cache(std::filesystem::path cachedir, std::string hash_type = "sha256");
+  enum class write_mode { sync, async };
+  job_cache(std::filesystem::path cachedir, std::string hash_type = "sha256", write_mode mode = write_mode::sync);
+  ~job_cache();  // writes queued in async mode are written first
+  job_cache(const job_cache&) = delete;
+  job_cache& operator=(const job_cache&) = delete;
   std::filesystem::path job_dir(const std::string& jid) const;
 
   // Save the publish load and the expected minions (creates the job dir).
@@ -66,11 +90,44 @@ class job_cache {
   // Block until every write made so far is durable (group commit; see above).
   void flush();
   util::group_syncer& syncer() noexcept { return *syncer_; }
+  // Async mode: wait until the writer thread has written everything queued so far.
+  void drain() const;
+  std::uint64_t write_conflicts() const noexcept { return conflicts_; }  // lost link races (async)
+  std::size_t indexed_jobs() const;                                      // tests
 
  private:
+  struct pending_write {
+    std::filesystem::path dir;
+    std::string id;
+    std::string rec;
+    std::string out;
+    bool has_out = false;
+  };
+  struct job_entry {
+    bool nocache = false;
+    std::unordered_set<std::string> ids;
+    std::chrono::steady_clock::time_point used;
+  };
+  result<bool> save_return_sync(const std::string& jid, const std::string& id, const wire::value& ret_load);
+  result<bool> save_return_async(const std::string& jid, const std::string& id, const wire::value& ret_load);
+  void index_job(const std::string& jid, const std::filesystem::path& dir, bool fresh);
+  void write_one(const pending_write& w);
+  void run_writer();
+
   std::filesystem::path dir_;
   std::string hash_type_;
   std::shared_ptr<util::group_syncer> syncer_;
+  write_mode mode_;
+  mutable std::mutex idx_mu_;
+  std::unordered_map<std::string, job_entry> idx_;
+  mutable std::mutex q_mu_;
+  mutable std::condition_variable q_cv_;     // work for the writer
+  mutable std::condition_variable idle_cv_;  // queue written
+  std::deque<pending_write> q_;
+  bool writing_ = false;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> conflicts_{0};
+  std::thread writer_;
 };
 
 }  // namespace sylvite::master

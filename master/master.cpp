@@ -67,7 +67,12 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   }
   m->sessions_ = std::make_unique<session_store>(m->cfg_.cachedir / "sessions",
                                                  std::chrono::seconds(m->cfg_.publish_session));
-  m->jobs_ = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type);
+  // One master: returns are de-duplicated in memory and written by the job cache's writer
+  // thread (the ack waits for no disk I/O). A cluster shares the cache: first-wins must be
+  // decided on disk (link) across masters, so returns are written before the ack.
+  m->jobs_ = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type,
+                                         m->cfg_.cluster_id ? job_cache::write_mode::sync
+                                                            : job_cache::write_mode::async);
   m->mdata_ = std::make_unique<minion_data_cache>(m->cfg_.cachedir, m->cfg_.minion_data_cache);
   m->files_ = std::make_unique<fileserver>(m->cfg_);
   m->pillar_ = std::make_unique<pillar_compiler>(m->cfg_);

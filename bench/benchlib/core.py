@@ -2,7 +2,10 @@
 sylvite-swarm controller, /proc sampling and small statistics helpers.
 
 Only processes started here are stopped, by PID (the master's descendants are collected
-from /proc before it is told to stop).
+from /proc before it is told to stop). Every process started here is also recorded in a
+registry (`track`), and `stop_all()` (called by bench/run on every exit path: normal end,
+exception, SIGINT/SIGTERM/SIGHUP, and atexit) stops each one that is still alive by its
+process group (each is started in its own session, so its group id is its PID).
 """
 from __future__ import annotations
 
@@ -24,6 +27,65 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# ----------------------------------------------------------------------------- process registry
+_STARTED: list[subprocess.Popen] = []
+_STARTED_LOCK = threading.Lock()
+
+
+def track(p: subprocess.Popen, own_group: bool = True) -> subprocess.Popen:
+    """Record a process this harness started (own_group: started with start_new_session,
+    so its whole process group is ours)."""
+    p._bench_own_group = own_group  # type: ignore[attr-defined]
+    with _STARTED_LOCK:
+        _STARTED.append(p)
+    return p
+
+
+def _signal_group(p: subprocess.Popen, sig: int):
+    try:
+        if getattr(p, "_bench_own_group", False):
+            os.killpg(p.pid, sig)  # pgid == pid (start_new_session); only our own group
+        elif p.poll() is None:
+            os.kill(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(p: subprocess.Popen) -> bool:
+    if p.poll() is None:
+        return True
+    if not getattr(p, "_bench_own_group", False):
+        return False
+    try:
+        os.killpg(p.pid, 0)  # a leftover child of ours still in the group
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def stop_all(timeout: float = 10.0) -> list[int]:
+    """Stop every tracked process (and its group) still running: SIGTERM, then SIGKILL
+    after `timeout`. Returns the PIDs that had to be stopped."""
+    with _STARTED_LOCK:
+        procs = list(_STARTED)
+    alive = [p for p in procs if _group_alive(p)]
+    for p in alive:
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_group_alive(p) for p in alive):
+        time.sleep(0.05)
+    for p in alive:
+        if _group_alive(p):
+            _signal_group(p, signal.SIGKILL)
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    with _STARTED_LOCK:
+        _STARTED[:] = [p for p in _STARTED if _group_alive(p)]
+    return [p.pid for p in alive]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -161,9 +223,9 @@ class MasterBase:
     # -- process
     def start(self):
         self.log = open(self.root / "master.out", "ab")
-        self.proc = subprocess.Popen([str(self.bin_dir / "salt-master"), "-c", str(self.conf_dir)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=raise_nofile)
+        self.proc = track(subprocess.Popen([str(self.bin_dir / "salt-master"), "-c", str(self.conf_dir)],
+                                           stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True, preexec_fn=raise_nofile))
         self.started_at = time.time()
         return self
 
@@ -215,6 +277,9 @@ class MasterBase:
                     os.kill(p, signal.SIGKILL)
                 except OSError:
                     pass
+        # Anything else left in the master's own process group (its session is ours).
+        if _group_alive(self.proc):
+            _signal_group(self.proc, signal.SIGKILL)
         if self.log:
             self.log.close()
             self.log = None
@@ -301,13 +366,17 @@ class Swarm:
                      "--threads", str(threads), "--accept-wait", str(accept_wait), "--start-rate", str(start_rate),
                      "--report", str(root / "swarm-report.json"), *extra]
         self.err = open(root / "swarm.err", "ab")
-        self.p = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
-                                  text=True, bufsize=1, start_new_session=True, preexec_fn=raise_nofile)
+        self.p = track(subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                        text=True, bufsize=1, start_new_session=True, preexec_fn=raise_nofile))
         self.q: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.keys_event = self.expect("keys", timeout=3600)
-        self.expect("started", timeout=60)
+        try:
+            self.keys_event = self.expect("keys", timeout=3600)
+            self.expect("started", timeout=60)
+        except BaseException:
+            self.close()  # a swarm that died (or hung) while starting is not left behind
+            raise
 
     def _read(self):
         for line in self.p.stdout:
@@ -336,8 +405,11 @@ class Swarm:
                 raise RuntimeError(f"swarm exited (rc={self.p.poll()}): {self.err_tail()}")
 
     def cmd(self, line: str, event: str, timeout=60.0) -> dict:
-        self.p.stdin.write(line + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(line + "\n")
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise RuntimeError(f"swarm is gone (rc={self.p.poll()}): {e}: {self.err_tail()}") from e
         return self.expect(event, timeout)
 
     def status(self, since_ns: int = 0) -> dict:
@@ -375,12 +447,16 @@ class Swarm:
                 self.p.stdin.write("quit\n")
                 self.p.stdin.flush()
                 self.p.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
+            except (OSError, ValueError, subprocess.TimeoutExpired):
                 pass
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGKILL)
-            self.p.wait(timeout=10)
-        self.err.close()
+        if _group_alive(self.p):
+            _signal_group(self.p, signal.SIGKILL)
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if not self.err.closed:
+            self.err.close()
 
 
 def rmtree(p: Path):
@@ -459,7 +535,8 @@ class RsaOpCounter:
         argv = ["perf", "stat", "-x", ",", "-o", str(self.out), "-p", ",".join(map(str, pids))]
         for e in self.events[kind]:
             argv += ["-e", e]
-        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.p = track(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                       own_group=False)
         time.sleep(0.3)  # let perf attach
 
     def stop(self) -> int | None:

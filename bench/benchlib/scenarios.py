@@ -68,20 +68,24 @@ class SingleMasterSession:
         if ctx.args.preseed:
             secs = preseed_accepted(ctx.keys_dir, Path(self.master.opts["pki_dir"]), size)
             ctx.log(f"[{kind} {size}] pre-seeded {size} accepted keys in {secs:.1f}s")
-        self.master.start()
-        self.master.wait_ready(timeout=120)
-        time.sleep(ctx.settle)
-        self.baseline = {"rss_kb": self.master.rss_kb(), "pss_kb": self.master.pss_kb(),
-                         "cpu_s": self.master.cpu_seconds(), "procs": len(self.master.pids())}
-        ctx.log(f"[{kind} {size}] master up (pid {self.master.proc.pid}, {self.baseline['procs']} processes, "
-                f"RSS {self.baseline['rss_kb']} KB)")
-        self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir, ctx.pool(size),
-                           ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
-                           start_rate=ctx.args.onboard_rate)
-        ke = self.swarm.keys_event
-        ctx.log(f"[{kind} {size}] swarm keys: {ke['loaded']} loaded, {ke['generated']} generated "
-                f"in {ke['seconds']:.1f}s")
-        self.onboard = self._onboard()
+        try:
+            self.master.start()
+            self.master.wait_ready(timeout=120)
+            time.sleep(ctx.settle)
+            self.baseline = {"rss_kb": self.master.rss_kb(), "pss_kb": self.master.pss_kb(),
+                             "cpu_s": self.master.cpu_seconds(), "procs": len(self.master.pids())}
+            ctx.log(f"[{kind} {size}] master up (pid {self.master.proc.pid}, {self.baseline['procs']} processes, "
+                    f"RSS {self.baseline['rss_kb']} KB)")
+            self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir, ctx.pool(size),
+                               ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
+                               start_rate=ctx.args.onboard_rate)
+            ke = self.swarm.keys_event
+            ctx.log(f"[{kind} {size}] swarm keys: {ke['loaded']} loaded, {ke['generated']} generated "
+                    f"in {ke['seconds']:.1f}s")
+            self.onboard = self._onboard()
+        except BaseException:
+            self.close()  # the master (and a swarm) started here must not outlive a failed start
+            raise
 
     def _onboard(self) -> dict:
         ctx, n = self.ctx, self.size
@@ -132,9 +136,11 @@ class SingleMasterSession:
         return self.master.proc is not None and self.master.proc.poll() is None
 
     def close(self):
-        if self.swarm:
-            self.swarm.close()
-        self.master.stop()
+        try:
+            if self.swarm:
+                self.swarm.close()
+        finally:
+            self.master.stop()
 
 
 SESSIONS = {"single": SingleMasterSession}

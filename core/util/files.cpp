@@ -4,6 +4,7 @@
 #include "core/util/files.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -225,6 +226,8 @@ std::uint64_t group_syncer::durable() const {
 }
 
 void group_syncer::run() {
+  // Durability work trails the request path: lower priority than the callers' threads.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   std::unique_lock lk(mu_);
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || noted_ > durable_; });

@@ -65,3 +65,52 @@ def test_bench_quick_sylvite(tmp_path):
     lr = res["longrun"]["20"]["sylvite"]
     assert lr["lost"] == 0 and lr["jobs"] >= 1
     assert {"cpu_pct_mean", "rss_kb_start", "rss_kb_end", "rss_flat"} <= set(lr)
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            pids.append(int(d))
+    return pids
+
+
+@pytest.mark.parametrize("swarm_body", [
+    "exit 3",  # dies before it reports its keys
+    # reports a normal start, then dies: the runner's next command hits a broken pipe
+    'echo \'{"event": "keys", "loaded": 0, "generated": 0, "seconds": 0}\'; echo \'{"event": "started"}\'; '
+    "sleep 0.5; exit 4",
+], ids=["dies-at-start", "dies-after-start"])
+def test_bench_stops_its_master_when_the_swarm_dies(tmp_path, swarm_body):
+    """bench/run must stop every process it started (by PID / process group) on every exit
+    path: here the swarm dies, the session fails, and the master must not be left running."""
+    import tempfile
+    bin_dir = _bin_dir()
+    fake = tmp_path / "fake-swarm"
+    fake.write_text("#!/bin/sh\n" + swarm_body + "\n")
+    fake.chmod(0o755)
+    run_tmp = Path(tempfile.mkdtemp(prefix="sbt-", dir="/tmp"))  # short: Unix socket paths
+    try:
+        cmd = [str(REPO / "bench" / "run"), "--quick", "--only", "sylvite", "--scenarios", "fanout",
+               "--out", str(tmp_path / "out.json"), "--sylvite-bin", str(bin_dir), "--swarm", str(fake),
+               "--keys-dir", str(tmp_path / "keys"), "--tmp-dir", str(run_tmp), "--keep", "--no-rsa-count"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        doc = json.loads((tmp_path / "out.json").read_text())
+        assert "error" in doc["results"]["fanout"]["20"]["sylvite"], doc["results"]
+        assert (run_tmp / next(iter(os.listdir(run_tmp))) / "sylvite-20" / "master" / "conf").is_dir(), \
+            "the master was not even started: the test proves nothing"
+        left = _procs_mentioning(str(run_tmp))
+        assert not left, f"processes left running: {left}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    finally:
+        for pid in _procs_mentioning(str(run_tmp)):  # never leave our own leftovers
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", str(run_tmp)])

@@ -193,6 +193,107 @@ TEST(JobCacheGroupCommit, PublishLoadReadableAtOnce) {
   EXPECT_EQ(jobs[0].jid, kJid);
 }
 
+// ------------------------------------------------------------------ job cache, async writer
+using mode = master::job_cache::write_mode;
+
+TEST(JobCacheAsync, FirstReturnWinsInMemoryAndReadersSeeIt) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::async);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {"m1"}));
+  EXPECT_TRUE(*jc.save_return(kJid, "m1", ret_load("m1", "first")));
+  EXPECT_FALSE(*jc.save_return(kJid, "m1", ret_load("m1", "second")));
+  auto rets = jc.get_returns(kJid);  // waits for the writer
+  ASSERT_EQ(rets.size(), 1u);
+  EXPECT_EQ(rets["m1"]["return"], "first");
+  EXPECT_EQ(rets["m1"]["out"], "nested");
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+  EXPECT_EQ(jc.write_conflicts(), 0u);
+}
+
+TEST(JobCacheAsync, ConcurrentDuplicatesExactlyOneWins) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::async);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+  for (int id = 0; id < 30; ++id) {
+    std::atomic<int> wins{0};
+    std::vector<std::thread> ts;
+    const std::string mid = "m" + std::to_string(id);
+    for (int t = 0; t < 6; ++t)
+      ts.emplace_back([&, t] {
+        auto r = jc.save_return(kJid, mid, ret_load(mid, t));
+        if (r && *r) wins++;
+      });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(wins.load(), 1) << mid;
+  }
+  EXPECT_EQ(jc.get_returns(kJid).size(), 30u);
+}
+
+TEST(JobCacheAsync, AfterARestartReturnsOnDiskStillWin) {
+  temp_dir d;
+  {
+    master::job_cache jc(d.path, "sha256", mode::async);
+    ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+    ASSERT_TRUE(*jc.save_return(kJid, "m1", ret_load("m1", "before")));
+  }  // destructor writes the queue
+  ASSERT_TRUE(fs::exists(master::job_cache(d.path).job_dir(kJid) / "m1" / "return.p"));
+  master::job_cache again(d.path, "sha256", mode::async);
+  EXPECT_FALSE(*again.save_return(kJid, "m1", ret_load("m1", "after")));  // seeded from disk
+  EXPECT_TRUE(*again.save_return(kJid, "m2", ret_load("m2", "after")));
+  auto rets = again.get_returns(kJid);
+  EXPECT_EQ(rets["m1"]["return"], "before");
+  EXPECT_EQ(rets["m2"]["return"], "after");
+}
+
+TEST(JobCacheAsync, UnknownJidAndNocacheRefused) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::async);
+  EXPECT_FALSE(*jc.save_return("20200101000000000000", "m1", ret_load("m1", true)));
+  EXPECT_FALSE(jc.save_return(kJid, "../evil", ret_load("x", true)));
+  // A job made by another process with the nocache marker.
+  {
+    master::job_cache other(d.path);
+    ASSERT_TRUE(other.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+    std::ofstream(other.job_dir(kJid) / "nocache");
+  }
+  EXPECT_FALSE(*jc.save_return(kJid, "m1", ret_load("m1", true)));
+  EXPECT_TRUE(jc.get_returns(kJid).empty());
+}
+
+TEST(JobCacheAsync, IndexIsBoundedAndEvictedJobsStillRefuseDuplicates) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::async);
+  std::vector<std::string> jids;
+  for (int i = 0; i < 100; ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "202601011200001%05d", i);
+    jids.emplace_back(buf);
+    ASSERT_TRUE(jc.save_load(jids.back(), value{{"fun", "test.ping"}}, {}));
+    ASSERT_TRUE(*jc.save_return(jids.back(), "m1", ret_load("m1", i)));
+  }
+  EXPECT_LE(jc.indexed_jobs(), 64u);
+  // jids[0] was evicted: its duplicate is refused from what is on disk.
+  EXPECT_FALSE(*jc.save_return(jids[0], "m1", ret_load("m1", "late dup")));
+  EXPECT_TRUE(*jc.save_return(jids[0], "m2", ret_load("m2", "late")));
+  EXPECT_EQ(jc.get_returns(jids[0])["m1"]["return"], 0);
+  EXPECT_EQ(jc.get_returns(jids[0]).size(), 2u);
+}
+
+TEST(JobCacheAsync, FlushMakesQueuedReturnsDurable) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::async);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+  const auto syncs0 = jc.syncer().syncs();
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(*jc.save_return(kJid, "m" + std::to_string(i), ret_load("m", i)));
+  jc.flush();
+  EXPECT_EQ(jc.syncer().durable(), jc.syncer().noted());
+  EXPECT_LT(jc.syncer().syncs() - syncs0, 100u);  // batches, not one per return
+  std::size_t files = 0;
+  for (auto& e : fs::directory_iterator(jc.job_dir(kJid)))
+    if (fs::exists(e.path() / "return.p")) ++files;
+  EXPECT_EQ(files, 500u);
+}
+
 // ------------------------------------------------------------------ session store
 TEST(SessionStore, HitCostsNoFileAccessAndRemoveIsImmediate) {
   temp_dir d;
