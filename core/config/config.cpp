@@ -446,6 +446,7 @@ void visit_master(master_config& c, V& v) {
   v.string_list("cluster_peers", c.cluster_peers);
   v.opt_path("cluster_pki_dir", c.cluster_pki_dir);
   v.port("cluster_pool_port", c.cluster_pool_port);
+  v.integer("health_port", c.health_port, 0, 65535);
   v.opt_string("cluster_secret", c.cluster_secret);
   v.opt_string("cluster_pub_fingerprint", c.cluster_pub_fingerprint);
 }

@@ -91,6 +91,9 @@ struct master_config {
   std::vector<std::string> cluster_peers;
   std::optional<std::filesystem::path> cluster_pki_dir;  // defaults to pki_dir when cluster_id set
   int cluster_pool_port = 4520;
+  // sylvite extension: HTTP health/readiness endpoint on `interface` (0 = off;
+  // docs/deploy.md recommends 4507). HAProxy checks GET /ready there.
+  int health_port = 0;
   std::optional<std::string> cluster_secret;
   std::optional<std::string> cluster_pub_fingerprint;
   wire::value raw = wire::value::object();  // every option after merge (defaults included)
