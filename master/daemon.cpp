@@ -15,6 +15,7 @@
 
 #include "core/transport/transport.hpp"
 #include "core/util/log.hpp"
+#include "master/health_server.hpp"
 #include "master/ipc_protocol.hpp"
 #include "master/master.hpp"
 #include "master/worker_pool.hpp"
@@ -122,6 +123,23 @@ int run_master(const config::master_config& cfg) {
     spdlog::critical("cannot listen on {}: {}", cli_socket_path(cfg.sock_dir).string(), r.error().message());
     return 1;
   }
+  // Health/readiness endpoint (health_port; docs/deploy.md): HAProxy checks GET /ready.
+  // The probe thread touches the (maybe shared) file system; the handler never does.
+  std::vector<probe_target> probe_dirs{{"cachedir", cfg.cachedir, true}, {"pki_dir", cfg.pki_dir, false}};
+  if (cfg.cluster_pki_dir && *cfg.cluster_pki_dir != cfg.pki_dir)
+    probe_dirs.push_back({"cluster_pki_dir", *cfg.cluster_pki_dir, false});
+  readiness_probe ready_probe(std::move(probe_dirs));
+  std::unique_ptr<health_server> health;
+  if (cfg.health_port > 0) {
+    ready_probe.start();
+    health = std::make_unique<health_server>(io, health_endpoint{host, static_cast<std::uint16_t>(cfg.health_port)},
+                                             [&ready_probe] { return ready_probe.snapshot(); }, cfg.id);
+    if (auto r = health->start(); !r) {
+      spdlog::critical("cannot listen on {}:{} (health_port): {}", host, cfg.health_port, r.error().message());
+      return 1;
+    }
+    spdlog::info("health endpoint on {}:{} (/health, /ready)", host, health->bound_port());
+  }
   spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port), CLI socket {}", host,
                req.bound_port(), host, pub.bound_port(), cli_socket_path(cfg.sock_dir).string());
 
@@ -146,6 +164,8 @@ int run_master(const config::master_config& cfg) {
     stopping = true;
     timer.cancel();
     hup.cancel();
+    ready_probe.set_shutting_down();
+    if (health) health->stop();
     cli.stop();
     req.stop();
     pub.stop();
