@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/peer_bus.hpp"
 #include "core/transport/transport.hpp"
 #include "core/util/log.hpp"
 #include "master/health_server.hpp"
@@ -46,6 +47,19 @@ class pub_adapter final : public pub_sink {
 
  private:
   transport::pub_server& s_;
+};
+
+class peer_adapter final : public peer_sink {
+ public:
+  explicit peer_adapter(cluster::peer_bus& b) : b_(b) {}
+  void broadcast(const std::string& type, const value& body) override { b_.broadcast(type, body); }
+  bool send(const std::string& peer_id, const std::string& type, const value& body) override {
+    return b_.send(peer_id, type, body);
+  }
+  value status() const override { return b_.status(); }
+
+ private:
+  cluster::peer_bus& b_;
 };
 
 class cli_adapter final : public cli_reply {
@@ -111,6 +125,40 @@ int run_master(const config::master_config& cfg) {
                               core->handle_cli(body, std::make_shared<cli_adapter>(std::move(r)));
                             });
 
+  // Cluster peer bus (cluster_pool_port): links to every peer, publishes and returns.
+  std::unique_ptr<cluster::peer_bus> bus;
+  std::unique_ptr<peer_adapter> bus_sink;
+  if (cfg.cluster_id) {
+    cluster::bus_settings bs;
+    bs.id = cfg.id;
+    bs.cluster_id = *cfg.cluster_id;
+    bs.bind_host = host;
+    bs.port = static_cast<std::uint16_t>(cfg.cluster_pool_port);
+    const bool wildcard = host == "0.0.0.0" || host == "::" || host.empty();
+    bs.advertise = (wildcard ? cfg.id : host) + ":" + std::to_string(cfg.cluster_pool_port);
+    bs.peers = cfg.cluster_peers;
+    bs.pki_dir = *cfg.cluster_pki_dir;
+    bs.priv = core->own_keys().priv();
+    bs.topt = topt;
+    bus = std::make_unique<cluster::peer_bus>(
+        io, std::move(bs),
+        [core](const std::string& from, const std::string& type, const value& body) {
+          core->handle_peer(from, type, body);
+        },
+        [](const std::string& id, bool up) {
+          spdlog::info("cluster peer {} {}", id, up ? "joined the bus" : "left the bus");
+        });
+    bus_sink = std::make_unique<peer_adapter>(*bus);
+    core->set_peer_sink(bus_sink.get());
+    if (auto r = bus->start(); !r) {
+      spdlog::critical("cannot listen on {}:{} (cluster_pool_port): {}", host, cfg.cluster_pool_port,
+                       r.error().message());
+      return 1;
+    }
+    spdlog::info("cluster {}: peer bus on {}:{}, peers {}", *cfg.cluster_id, host, bus->bound_port(),
+                 cfg.cluster_peers.size());
+  }
+
   if (auto r = pub.start(); !r) {
     spdlog::critical("cannot listen on {}:{} (publish_port): {}", host, cfg.publish_port, r.error().message());
     return 1;
@@ -169,6 +217,7 @@ int run_master(const config::master_config& cfg) {
     cli.stop();
     req.stop();
     pub.stop();
+    if (bus) bus->stop();
   });
   std::function<void()> arm_hup;
   arm_hup = [&] {
@@ -186,6 +235,8 @@ int run_master(const config::master_config& cfg) {
   for (int i = 1; i < n; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : threads) t.join();
+  if (bus) bus->join();
+  core->set_peer_sink(nullptr);
   core->shutdown();
   pool.stop();
   core->set_pub_sink(nullptr);

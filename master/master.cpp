@@ -13,6 +13,7 @@
 
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
+#include "cluster/cluster_pki.hpp"
 #include "master/master_sign.hpp"
 
 namespace sylvite::master {
@@ -53,17 +54,60 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
                   mk.error().message());
     return mk.error();
   }
-  m->mkeys_ = std::move(*mk);
+  if (m->clustered()) {
+    // Cluster: this master's own key authenticates it to its peers (peers/<id>.pub);
+    // minions only ever see the cluster key pair and the cluster AES key.
+    const fs::path cdir = *m->cfg_.cluster_pki_dir;
+    if (!cluster::valid_peer_id(m->cfg_.id)) {
+      spdlog::critical("id '{}' cannot name a cluster peer (cluster_pki_dir/peers/<id>.pub)", m->cfg_.id);
+      return make_error_code(cluster::errc::bad_id);
+    }
+    m->own_ = std::move(*mk);
+    if (auto r = util::make_dirs(cdir, 0700); !r) {
+      spdlog::critical("cannot create cluster_pki_dir {}: {}", cdir.string(), r.error().message());
+      return r.error();
+    }
+    if (auto r = cluster::ensure_peer_key(cdir, m->cfg_.id, m->own_.priv().public_pem()); !r) {
+      if (r.error() == cluster::errc::peer_key_mismatch) {
+        spdlog::critical(
+            "{}/peers/{}.pub holds a different key than {}/master.pub: another master uses the id '{}', or this "
+            "master's key changed. Refusing to start; if the change is intended, remove that file.",
+            cdir.string(), m->cfg_.id, m->cfg_.pki_dir.string(), m->cfg_.id);
+      } else {
+        spdlog::critical("cannot write {}/peers/{}.pub: {}", cdir.string(), m->cfg_.id, r.error().message());
+      }
+      return r.error();
+    }
+    auto ck = cluster::load_or_create_cluster_keys(cdir, m->cfg_.keysize);
+    if (!ck) {
+      spdlog::critical("cannot load or create the cluster key pair in {}: {}", cdir.string(), ck.error().message());
+      return ck.error();
+    }
+    m->mkeys_ = master_keys::from_key(std::move(ck->priv));
+  } else {
+    m->mkeys_ = std::move(*mk);
+  }
   if (m->cfg_.master_sign_pubkey) {
     auto signer = master_signer::load(m->cfg_);
     if (!signer) return signer.error();  // logged (Salt exits too)
     m->signer_ = std::move(*signer);
   }
   m->aes_ = std::make_unique<aes_manager>(m->mkeys_.priv());
-  auto ar = m->aes_->rotate();
-  if (!ar) {
-    spdlog::error("cannot create the AES key: {}", ar.error().message());
-    return ar.error();
+  if (m->clustered()) {
+    auto af = cluster::load_or_create_aes(*m->cfg_.cluster_pki_dir);
+    if (!af) {
+      spdlog::critical("cannot read or create the cluster AES key {}/.aes: {}", m->cfg_.cluster_pki_dir->string(),
+                       af.error().message());
+      return af.error();
+    }
+    if (auto r = m->aes_->set_key_string(af->key); !r) return r.error();
+    m->aes_mtime_ = af->mtime;
+  } else {
+    auto ar = m->aes_->rotate();
+    if (!ar) {
+      spdlog::error("cannot create the AES key: {}", ar.error().message());
+      return ar.error();
+    }
   }
   m->sessions_ = std::make_unique<session_store>(m->cfg_.cachedir / "sessions",
                                                  std::chrono::seconds(m->cfg_.publish_session));
@@ -129,7 +173,21 @@ void master_core::on_presence(const std::string& id, bool connected) {
 
 result<void> master_core::rotate_aes(const std::string& why) {
   result<void> r;
-  {
+  bool rotated_here = true;
+  if (clustered()) {
+    // Exactly one master rotates the shared key: cluster::rotate_aes holds an fcntl lock
+    // on cluster_pki_dir/.aes.lock and adopts the key of a master that rotated first.
+    std::lock_guard flk(aes_file_mu_);
+    auto rot = cluster::rotate_aes(*cfg_.cluster_pki_dir, aes_->current()->crypt.key_string());
+    if (!rot) {
+      spdlog::error("cluster AES key rotation ({}) failed: {}", why, rot.error().message());
+      return rot.error();
+    }
+    rotated_here = rot->rotated;
+    std::lock_guard lk(publish_mu_);
+    if (rot->now.key != aes_->current()->crypt.key_string()) r = aes_->set_key_string(rot->now.key);
+    aes_mtime_ = rot->now.mtime;
+  } else {
     std::lock_guard lk(publish_mu_);  // a publish never pairs an old serial with a new key
     r = aes_->rotate();
   }
@@ -138,8 +196,10 @@ result<void> master_core::rotate_aes(const std::string& why) {
     return r;
   }
   counters_.rsa_private_ops++;
-  spdlog::info("Rotating master AES key ({})", why);
+  spdlog::info("Rotating {} AES key ({}){}", clustered() ? "cluster" : "master", why,
+               rotated_here ? "" : ": another master rotated it first, adopted");
   hub_.fire("key", value{{"rotate_aes_key", true}});
+  if (clustered() && peers_) peers_->broadcast("aes", value{{"why", why}});
   if (cfg_.ping_on_rotate) {
     publish_request req;
     req.tgt = "*";
@@ -149,8 +209,27 @@ result<void> master_core::rotate_aes(const std::string& why) {
   return {};
 }
 
-bool master_core::key_event(const std::string& act, const std::vector<std::string>& ids) {
-  bool rotated = false;
+bool master_core::reload_cluster_aes(bool force) {
+  if (!clustered()) return false;
+  std::lock_guard flk(aes_file_mu_);
+  std::error_code ec;
+  auto mt = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
+  if (ec) return false;  // unreachable share: keep serving with the key we have
+  if (!force && mt == aes_mtime_) return false;
+  auto af = cluster::read_aes(*cfg_.cluster_pki_dir);
+  if (!af) return false;
+  aes_mtime_ = af->mtime;
+  if (af->key == aes_->current()->crypt.key_string()) return false;
+  {
+    std::lock_guard lk(publish_mu_);
+    if (!aes_->set_key_string(af->key)) return false;
+  }
+  spdlog::info("Loaded the rotated cluster AES key");
+  hub_.fire("key", value{{"rotate_aes_key", true}});
+  return true;
+}
+
+void master_core::local_key_effects(const std::string& act, const std::vector<std::string>& ids) {
   const bool revoke = act == "reject" || act == "delete";
   for (const auto& id : ids) {
     if (!pki::valid_id(id)) continue;
@@ -160,6 +239,98 @@ bool master_core::key_event(const std::string& act, const std::vector<std::strin
       if (sink_) sink_->disconnect(id);
     }
     if (act == "delete") mdata_->remove(id);
+  }
+}
+
+void master_core::note_owner(const std::string& jid, const std::string& master) {
+  std::lock_guard lk(owners_mu_);
+  if (jid_owner_.emplace(jid, master).second) jid_order_.push_back(jid);
+  while (jid_order_.size() > 100000) {
+    jid_owner_.erase(jid_order_.front());
+    jid_order_.pop_front();
+  }
+}
+
+std::optional<std::string> master_core::owner_of(const std::string& jid) {
+  std::lock_guard lk(owners_mu_);
+  auto it = jid_owner_.find(jid);
+  if (it == jid_owner_.end()) return std::nullopt;
+  return it->second;
+}
+
+void master_core::handle_peer(const std::string& from, const std::string& type, const value& body) {
+  try {
+    if (type == "publish") {
+      auto jid = wire::get_text(body, "jid");
+      const value* f = wire::find(body, "frame");
+      auto frame = f ? wire::as_bytes(*f) : std::nullopt;
+      if (!jid || !frame) {
+        spdlog::warn("cluster publish from {} without jid/frame ignored", from);
+        return;
+      }
+      note_owner(std::string(*jid), from);
+      if (!sink_) return;
+      auto bytes = std::make_shared<const std::string>(*frame);
+      const value* t = wire::find(body, "targets");
+      if (t && t->is_array()) {
+        std::vector<std::string> ids;
+        for (const auto& x : *t)
+          if (auto s = wire::as_text(x)) ids.emplace_back(*s);
+        if (topic_fallback(ids)) sink_->publish_all(bytes);
+        else sink_->publish_to(bytes, ids);
+      } else {
+        sink_->publish_all(bytes);
+      }
+      return;
+    }
+    if (type == "return") {
+      auto jid = wire::get_text(body, "jid");
+      auto id = wire::get_text(body, "id");
+      const value* load = wire::find(body, "load");
+      if (!jid || !id || !load || !pki::valid_id(*id)) {
+        spdlog::warn("cluster return from {} malformed; ignored", from);
+        return;
+      }
+      hub_.fire("salt/job/" + std::string(*jid) + "/ret/" + std::string(*id), *load, std::string(*jid));
+      return;
+    }
+    if (type == "aes") {
+      reload_cluster_aes(true);
+      return;
+    }
+    if (type == "key") {
+      auto act = wire::get_text(body, "act");
+      const value* ids = wire::find(body, "ids");
+      if (!act || !ids || !ids->is_array()) return;
+      std::vector<std::string> v;
+      for (const auto& x : *ids)
+        if (auto s = wire::as_text(x)) v.emplace_back(*s);
+      local_key_effects(std::string(*act), v);
+      spdlog::info("key event {} for {} minion(s) from cluster peer {}", *act, v.size(), from);
+      return;
+    }
+    spdlog::warn("unknown cluster message type '{}' from {} ignored", type, from);
+  } catch (const std::exception& e) {
+    spdlog::error("cluster message {} from {} failed: {}", type, from, e.what());
+  }
+}
+
+value master_core::cluster_status() const {
+  value out = value::object();
+  out["id"] = cfg_.id;
+  out["cluster_id"] = cfg_.cluster_id.value_or("");
+  out["peers"] = peers_ ? peers_->status() : value::array();
+  return out;
+}
+
+bool master_core::key_event(const std::string& act, const std::vector<std::string>& ids) {
+  bool rotated = false;
+  const bool revoke = act == "reject" || act == "delete";
+  local_key_effects(act, ids);
+  if (clustered() && peers_ && !ids.empty()) {
+    value v = value::array();
+    for (const auto& id : ids) v.push_back(id);
+    peers_->broadcast("key", value{{"act", act}, {"ids", v}});
   }
   if (revoke && cfg_.rotate_aes_key && !ids.empty()) {
     rotated = static_cast<bool>(rotate_aes("key " + act));
@@ -179,7 +350,16 @@ void master_core::maintenance(sys_clock::time_point now) {
     why = "drop file";
   }
   auto cur = aes_->current();
-  if (!rotate && cfg_.publish_session > 0 && now - cur->created >= std::chrono::seconds(cfg_.publish_session)) {
+  if (clustered()) {
+    reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late
+    std::error_code mec;
+    auto mt = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", mec);
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now() - mt);
+    if (!rotate && !mec && cfg_.publish_session > 0 && age >= std::chrono::seconds(cfg_.publish_session)) {
+      rotate = true;
+      why = "publish_session elapsed";
+    }
+  } else if (!rotate && cfg_.publish_session > 0 && now - cur->created >= std::chrono::seconds(cfg_.publish_session)) {
     rotate = true;
     why = "publish_session elapsed";
   }

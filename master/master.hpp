@@ -12,6 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +55,16 @@ class cli_reply {
   virtual void reply(wire::value body) = 0;       // final frame, once
   virtual bool push(wire::value body) = 0;        // non-final frame; false if gone
   virtual bool alive() const = 0;
+};
+
+// The cluster peer bus as the core sees it (implemented over cluster::peer_bus).
+class peer_sink {
+ public:
+  virtual ~peer_sink() = default;
+  virtual void broadcast(const std::string& type, const wire::value& body) = 0;
+  // false when no link to that peer is known (the caller broadcasts instead).
+  virtual bool send(const std::string& peer_id, const std::string& type, const wire::value& body) = 0;
+  virtual wire::value status() const = 0;
 };
 
 class master_signer;  // master/master_sign.hpp
@@ -98,6 +111,14 @@ class master_core {
   ~master_core();
 
   void set_pub_sink(pub_sink* sink) { sink_ = sink; }
+  void set_peer_sink(peer_sink* peers) { peers_ = peers; }
+  bool clustered() const noexcept { return cfg_.cluster_id.has_value(); }
+  // This master's own key (cluster mode: peers authenticate it; otherwise = mkeys()).
+  const master_keys& own_keys() const noexcept { return clustered() ? own_ : mkeys_; }
+  // ---- cluster peer bus (blocking: call from the bus thread). Never throws.
+  void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
+  // Peer link state for operators (salt-run cluster.peers).
+  wire::value cluster_status() const;
   const config::master_config& cfg() const noexcept { return cfg_; }
 
   // ---- request port (blocking work: call from the worker pool)
@@ -183,6 +204,18 @@ class master_core {
   event_hub hub_;
   master_counters counters_;
   pub_sink* sink_ = nullptr;
+  peer_sink* peers_ = nullptr;
+  // cluster mode
+  master_keys own_;                               // pki_dir/master.pem (mkeys_ = cluster key)
+  std::filesystem::file_time_type aes_mtime_{};   // of cluster_pki_dir/.aes when loaded
+  std::mutex aes_file_mu_;
+  std::mutex owners_mu_;
+  std::map<std::string, std::string> jid_owner_;  // jid -> master that published it
+  std::deque<std::string> jid_order_;
+  void note_owner(const std::string& jid, const std::string& master);
+  std::optional<std::string> owner_of(const std::string& jid);
+  bool reload_cluster_aes(bool force);            // true if the key changed
+  void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
   std::mutex publish_mu_;  // serial order == send order
   sys_clock::time_point last_clean_{};
   std::shared_ptr<cli_state> cli_;  // shared_ptr: type-erased deleter (incomplete here)

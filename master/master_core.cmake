@@ -12,12 +12,12 @@ sylvite_library(sylvite_master
     ${CMAKE_CURRENT_LIST_DIR}/publisher.cpp
     ${CMAKE_CURRENT_LIST_DIR}/master.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cli_service.cpp
-  DEPS sylvite_master_services sylvite_config sylvite_pki sylvite_match sylvite_crypto sylvite_wire sylvite_util
+  DEPS sylvite_master_services sylvite_cluster sylvite_config sylvite_pki sylvite_match sylvite_crypto sylvite_wire sylvite_util
        Threads::Threads)
 
 sylvite_library(sylvite_master_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp
-  DEPS sylvite_master sylvite_transport)
+  DEPS sylvite_master sylvite_cluster_bus sylvite_transport)
 
 sylvite_executable(salt-master
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/main.cpp

@@ -188,6 +188,18 @@ publish_result master_core::publish(const publish_request& req) {
       if (topic && !topic_fallback(res.minions)) sink_->publish_to(frame, res.minions);
       else sink_->publish_all(frame);
     }
+    if (clustered()) {
+      // Every peer sends the same frame (cluster AES key, cluster key signature) to the
+      // minions connected to it; the publisher owns the job's returns.
+      note_owner(res.jid, cfg_.id);
+      if (peers_) {
+        value m = value::object();
+        m["jid"] = res.jid;
+        m["frame"] = wire::make_bin(*frame);
+        m["targets"] = topic ? value(res.minions) : value(nullptr);
+        peers_->broadcast("publish", m);
+      }
+    }
   }
   counters_.publishes++;
   if (cfg_.sign_pub_messages) counters_.rsa_private_ops++;

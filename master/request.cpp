@@ -212,6 +212,9 @@ value master_core::handle_request(const value& body, const std::string& peer) {
 }
 
 value master_core::handle_auth(value& load, int version, const std::string& peer) {
+  // Cluster: hand out the key every master uses right now (a peer may have rotated it a
+  // moment ago; its notice can still be on the way). One stat of the shared file.
+  if (clustered()) reload_cluster_aes(false);
   counters_.auth_requests++;
   auth_context ctx;
   ctx.cfg = &cfg_;
@@ -357,6 +360,18 @@ value master_core::handle_return(value& load) {
     return nullptr;
   }
   hub_.fire("salt/job/" + jid + "/ret/" + id, load, jid);
+  if (clustered() && peers_) {
+    // Route the return to the master that published the job (its CLI waits on its own
+    // event hub); the shared job cache already holds it for lookup_jid everywhere.
+    auto owner = owner_of(jid);
+    if (!owner || *owner != cfg_.id) {
+      value m = value::object();
+      m["jid"] = jid;
+      m["id"] = id;
+      m["load"] = load;
+      if (!owner || !peers_->send(*owner, "return", m)) peers_->broadcast("return", m);
+    }
+  }
   return nullptr;
 }
 

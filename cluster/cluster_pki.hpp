@@ -1,0 +1,74 @@
+// sylvite::cluster shared PKI: the files every master of a cluster shares in
+// cluster_pki_dir (usually on GlusterFS) and the rules for writing them.
+//   cluster.pem / cluster.pub   the cluster key pair minions see as "the master key";
+//                               created exactly once even when every master starts at
+//                               the same moment on an empty share: the first link(2) of a
+//                               complete temp file wins, the others load the winner's.
+//   .aes                        the cluster AES key string (Crypticle) handed to minions;
+//                               created once the same way; rotated under an fcntl lock on
+//                               .aes.lock so exactly one master rotates.
+//   peers/<id>.pub              each master's own public key, written by that master; a
+//                               different key already there is a refusal to start.
+// Readers tolerate a missing or half-written file (writes are temp + fsync + rename/link,
+// so a reader sees old or new, and a parse failure is retried by the caller).
+// No sockets, no Asio. Thread-safety: free functions; the lock is a process-wide fcntl
+// lock (one rotation at a time per process is the caller's job).
+#pragma once
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/crypto/rsa.hpp"
+#include "core/util/result.hpp"
+
+namespace sylvite::cluster {
+
+enum class errc {
+  ok = 0,
+  peer_key_mismatch = 1,  // peers/<id>.pub holds another key
+  bad_id,                 // not a valid master id (path traversal, empty, ...)
+  unreadable,             // a shared file exists but cannot be parsed (after retries)
+  lock_failed,
+};
+const boost::system::error_category& cluster_category() noexcept;
+inline error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), cluster_category()}; }
+
+// A master/peer id usable as a file name: pki::valid_id plus no leading dot.
+bool valid_peer_id(const std::string& id);
+
+struct cluster_keys {
+  crypto::rsa_key priv;
+  std::string pub_pem;   // cluster.pub as on disk
+  bool created = false;  // this call created them
+};
+// Load cluster.pem (and make sure cluster.pub matches it), or create both once.
+result<cluster_keys> load_or_create_cluster_keys(const std::filesystem::path& dir, int keysize);
+
+struct aes_file {
+  std::string key;                        // Crypticle key string
+  std::filesystem::file_time_type mtime;  // of .aes when read
+  bool created = false;
+};
+// Read .aes, creating it once if absent. Retries a few times on an unreadable file.
+result<aes_file> load_or_create_aes(const std::filesystem::path& dir);
+// Read .aes if present (no create). errc::unreadable / no_such_file_or_directory.
+result<aes_file> read_aes(const std::filesystem::path& dir);
+// Rotate under the lock: if .aes still holds `expected` (the key this master uses), write
+// a new key; if another master already rotated, return its key (rotated = false).
+struct rotation {
+  aes_file now;
+  bool rotated = false;
+};
+result<rotation> rotate_aes(const std::filesystem::path& dir, const std::string& expected);
+
+// peers/<id>.pub: write ours if absent; mismatch -> errc::peer_key_mismatch.
+result<void> ensure_peer_key(const std::filesystem::path& dir, const std::string& id, const std::string& pub_pem);
+// Every peers/<id>.pub with a valid id and a parseable key (others are skipped, logged).
+std::map<std::string, crypto::rsa_key> list_peer_keys(const std::filesystem::path& dir);
+std::optional<crypto::rsa_key> peer_key(const std::filesystem::path& dir, const std::string& id);
+
+}  // namespace sylvite::cluster
+
+template <>
+struct boost::system::is_error_code_enum<sylvite::cluster::errc> : std::true_type {};

@@ -1,0 +1,528 @@
+// sylvite::cluster peer bus (see peer_bus.hpp).
+#include "cluster/peer_bus.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/cluster_pki.hpp"
+#include "core/config/config.hpp"
+
+namespace sylvite::cluster {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using std::chrono::milliseconds;
+using wire::value;
+
+namespace {
+std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+struct link {
+  std::string addr;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string id;  // known after the first handshake
+  std::deque<peer_message> q;
+  std::string state = "connecting";  // connecting | up | backoff | self | duplicate | removed
+  std::string last_error;
+  std::uint64_t sent = 0, dropped = 0;
+  bool ever_up = false;
+  bool stopped = false;
+  std::shared_ptr<asio::steady_timer> wake;
+  std::shared_ptr<transport::req_client> client;
+  bool warned_full = false;
+};
+
+struct in_link {
+  std::string from;
+  std::shared_ptr<crypto::crypticle> key;
+  std::uint64_t next_seq = 1;
+};
+}  // namespace
+
+struct peer_bus::impl : std::enable_shared_from_this<impl> {
+  impl(asio::io_context& io, bus_settings s, handler h, peer_event ev)
+      : io_(io), s_(std::move(s)), handler_(std::move(h)), ev_(std::move(ev)), work_(1) {}
+
+  asio::io_context& io_;
+  bus_settings s_;
+  handler handler_;
+  peer_event ev_;
+  asio::thread_pool work_;  // inbound requests (RSA, handler) in arrival order
+  std::unique_ptr<transport::req_server> server_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<link>> links_;  // by address
+  std::map<std::string, in_link> inbound_;               // by link id
+  std::map<std::string, std::string> learned_;           // peer id -> address from its hello
+  std::map<std::string, crypto::rsa_key> keys_;          // peers/<id>.pub, refreshed by the watcher
+  std::set<std::string> up_ids_;
+  std::map<std::string, std::string> refusals_;          // peer -> last refusal (log once)
+  nonce_cache nonces_;
+  std::atomic<bool> stopping_{false};
+  std::thread watcher_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::uint16_t bound_ = 0;
+
+  std::optional<crypto::rsa_key> key_of(const std::string& id) {
+    std::lock_guard lk(mu_);
+    auto it = keys_.find(id);
+    if (it == keys_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void refresh_keys() {
+    auto keys = list_peer_keys(s_.pki_dir);  // file I/O: watcher thread only
+    std::vector<std::string> removed;
+    std::vector<std::shared_ptr<link>> revived;
+    {
+      std::lock_guard lk(mu_);
+      for (auto& [addr, l] : links_) {
+        if (l->id.empty()) continue;
+        const bool has = keys.count(l->id) > 0;
+        if (!has && l->state != "removed" && l->state != "self" && l->state != "duplicate") {
+          l->state = "removed";
+          l->q.clear();
+          if (l->client) l->client->close();
+          removed.push_back(l->id);
+        } else if (has && l->state == "removed") {
+          l->state = "connecting";
+          revived.push_back(l);
+        }
+      }
+      for (auto it = inbound_.begin(); it != inbound_.end();) {
+        if (!keys.count(it->second.from)) it = inbound_.erase(it);
+        else ++it;
+      }
+      keys_ = std::move(keys);
+    }
+    for (const auto& id : removed) {
+      spdlog::warn("cluster peer {} removed (cluster_pki_dir/peers/{}.pub is gone): its links are closed", id, id);
+      {
+        std::lock_guard lk(mu_);
+        up_ids_.erase(id);
+        learned_.erase(id);
+      }
+      if (ev_) ev_(id, false);
+    }
+    for (auto& l : revived) poke(l);
+    // Peers that linked to us but that we have no link to yet.
+    std::vector<std::string> to_add;
+    {
+      std::lock_guard lk(mu_);
+      for (const auto& [id, addr] : learned_) {
+        bool have = false;
+        bool unknown = false;
+        for (const auto& [a, l] : links_) {
+          if (l->id == id && l->state != "removed") have = true;
+          if (l->id.empty() && l->state != "self") unknown = true;
+          if (a == addr) have = true;
+        }
+        if (!have && !unknown && keys_.count(id)) to_add.push_back(addr);
+      }
+    }
+    for (const auto& a : to_add) add_link(a);
+  }
+
+  void watcher_loop() {
+    while (!stopping_) {
+      refresh_keys();
+      std::unique_lock lk(watch_mu_);
+      watch_cv_.wait_for(lk, std::chrono::seconds(2), [&] { return stopping_.load(); });
+    }
+  }
+
+  void poke(const std::shared_ptr<link>& l) {
+    asio::post(io_, [l] {
+      if (l->wake) l->wake->cancel();
+    });
+  }
+
+  std::shared_ptr<link> add_link(const std::string& addr) {
+    auto a = config::parse_master_address(addr, s_.port == 0 ? 4520 : s_.port);
+    if (!a) {
+      spdlog::error("cluster peer address '{}' cannot be parsed; ignored", addr);
+      return nullptr;
+    }
+    auto l = std::make_shared<link>();
+    l->addr = addr;
+    l->host = a->host;
+    l->port = static_cast<std::uint16_t>(a->port);
+    {
+      std::lock_guard lk(mu_);
+      if (links_.count(addr)) return links_[addr];
+      links_[addr] = l;
+    }
+    auto self = shared_from_this();
+    asio::co_spawn(asio::make_strand(io_), run_link(self, l), asio::detached);
+    return l;
+  }
+
+  static bool sendable(const link& l) {
+    return l.state != "self" && l.state != "duplicate" && l.state != "removed" && !l.stopped;
+  }
+
+  bool enqueue(link& l, const std::string& type, const value& body) {
+    if (!sendable(l)) return false;
+    if (l.q.size() >= s_.max_queue) {
+      ++l.dropped;
+      if (!l.warned_full) {
+        l.warned_full = true;
+        spdlog::error("cluster peer {} ({}): queue full ({} messages); dropping messages until it drains",
+                      l.id.empty() ? "?" : l.id, l.addr, l.q.size());
+      }
+      return false;
+    }
+    l.q.push_back(peer_message{type, body});
+    return true;
+  }
+
+  // ---- outbound link --------------------------------------------------------------------------
+  static awaitable<void> sleep_on(std::shared_ptr<link> l, milliseconds d, asio::any_io_executor ex) {
+    l->wake = std::make_shared<asio::steady_timer>(ex);
+    l->wake->expires_after(d);
+    auto t = l->wake;
+    co_await t->async_wait(asio::as_tuple(use_awaitable));
+  }
+
+  static awaitable<void> run_link(std::shared_ptr<impl> self, std::shared_ptr<link> l) {
+    auto ex = co_await asio::this_coro::executor;
+    std::mt19937 rng(std::random_device{}());
+    milliseconds backoff(0);
+    std::string link_id;
+    std::shared_ptr<crypto::crypticle> key;
+    std::uint64_t seq = 1;
+    while (!self->stopping_) {
+      {
+        std::lock_guard lk(self->mu_);
+        if (l->state == "self" || l->state == "duplicate" || l->stopped) break;
+      }
+      bool removed;
+      bool empty;
+      {
+        std::lock_guard lk(self->mu_);
+        removed = l->state == "removed";
+        empty = l->q.empty();
+      }
+      if (removed || (empty && key)) {
+        co_await sleep_on(l, milliseconds(removed ? 2000 : 60000), ex);
+        continue;
+      }
+      if (!key) {
+        // Handshake.
+        if (!l->client) {
+          l->client = transport::req_client::create(ex, transport::endpoint{l->host, l->port, {}}, self->s_.topt);
+        }
+        const std::string nonce = crypto::uuid4_hex();
+        value hello = make_hello(self->s_.cluster_id, self->s_.id, self->s_.advertise, self->s_.priv, nonce, unix_now());
+        auto client = l->client;
+        auto r = co_await client->request(std::move(hello), self->s_.request_timeout);
+        std::string why;
+        std::optional<welcome_info> w;
+        if (r) {
+          w = verify_welcome(*r, self->s_.id, self->s_.priv, nonce,
+                             [&](const std::string& id) { return self->key_of(id); }, why);
+        } else {
+          why = r.error().message();
+        }
+        if (!w) {
+          if (why.find("a hello from myself") != std::string::npos) {
+            std::lock_guard lk(self->mu_);
+            l->state = "self";
+            l->id = self->s_.id;
+            l->q.clear();
+            spdlog::debug("cluster peer address {} is this master; ignored", l->addr);
+            break;
+          }
+          {
+            std::lock_guard lk(self->mu_);
+            if (l->state != "removed") l->state = "backoff";
+            if (l->last_error != why) spdlog::warn("cluster link to {} failed: {}", l->addr, why);
+            l->last_error = why;
+          }
+          l->client->close();
+          l->client.reset();
+          backoff = backoff.count() == 0 ? milliseconds(500) : std::min(milliseconds(10000), backoff * 2);
+          const auto wait = backoff / 2 + milliseconds(std::uniform_int_distribution<long>(0, backoff.count() / 2)(rng));
+          co_await sleep_on(l, wait, ex);
+          continue;
+        }
+        bool duplicate = false;
+        bool first = false;
+        {
+          std::lock_guard lk(self->mu_);
+          for (auto& [a, other] : self->links_) {
+            if (other != l && other->id == w->from && sendable(*other)) {
+              // Another address of the same peer is already linked: hand our queue over.
+              for (auto& m : l->q) other->q.push_back(std::move(m));
+              l->q.clear();
+              l->state = "duplicate";
+              duplicate = true;
+              if (other->wake) asio::post(self->io_, [o = other] { if (o->wake) o->wake->cancel(); });
+              break;
+            }
+          }
+          if (!duplicate) {
+            l->id = w->from;
+            l->state = "up";
+            l->last_error.clear();
+            first = self->up_ids_.insert(w->from).second;
+          }
+        }
+        if (duplicate) {
+          spdlog::debug("cluster peer {} at {} is already linked at another address", w->from, l->addr);
+          l->client->close();
+          break;
+        }
+        auto c = crypto::crypticle::from_key_string(w->key);
+        if (!c) continue;
+        key = std::make_shared<crypto::crypticle>(std::move(*c));
+        link_id = w->link;
+        seq = 1;
+        backoff = milliseconds(0);
+        spdlog::info("cluster link to {} ({}) is up", w->from, l->addr);
+        if (first && self->ev_) self->ev_(w->from, true);
+        continue;
+      }
+      // Send one batch and wait for its ack.
+      std::vector<peer_message> batch;
+      {
+        std::lock_guard lk(self->mu_);
+        for (std::size_t i = 0; i < l->q.size() && i < self->s_.batch; ++i) batch.push_back(l->q[i]);
+      }
+      if (batch.empty()) continue;
+      value req = seal_batch(*key, link_id, seq, batch);
+      auto client = l->client;
+      auto r = co_await client->request(std::move(req), self->s_.request_timeout);
+      std::string why;
+      if (r && open_ack(*key, *r, seq, why)) {
+        std::lock_guard lk(self->mu_);
+        for (std::size_t i = 0; i < batch.size() && !l->q.empty(); ++i) l->q.pop_front();
+        l->sent += batch.size();
+        l->warned_full = false;
+        ++seq;
+        continue;
+      }
+      if (!r) why = r.error().message();
+      {
+        std::lock_guard lk(self->mu_);
+        if (l->last_error != why) spdlog::warn("cluster link to {} ({}): {}; reconnecting", l->id, l->addr, why);
+        l->last_error = why;
+        if (l->state == "up") l->state = "connecting";
+      }
+      key.reset();
+      if (l->client) l->client->close();
+      l->client.reset();
+    }
+    if (l->client) l->client->close();
+  }
+
+  // ---- inbound (work_ thread) ---------------------------------------------------------------
+  value on_request(const value& body, const std::string& peer) {
+    auto cmd = wire::get_text(body, "cmd").value_or("");
+    if (cmd == "cluster/hello") return on_hello(body, peer);
+    if (cmd == "cluster/msg") return on_msg(body, peer);
+    refuse_once(peer, "unknown command");
+    return value{{"error", "unknown command"}};
+  }
+
+  void refuse_once(const std::string& who, const std::string& why) {
+    std::lock_guard lk(mu_);
+    auto& last = refusals_[who];
+    if (last != why) spdlog::warn("cluster peer bus: refused {}: {}", who, why);
+    last = why;
+    if (refusals_.size() > 10000) refusals_.clear();
+  }
+
+  value on_hello(const value& body, const std::string& peer) {
+    std::string why;
+    auto h = verify_hello(body, s_.cluster_id, s_.id, [&](const std::string& id) { return key_of(id); }, unix_now(), why);
+    if (!h) {
+      refuse_once(peer, why);
+      return value{{"error", why}};
+    }
+    {
+      std::lock_guard lk(mu_);
+      if (!nonces_.insert(h->nonce, unix_now())) {
+        why = "replayed hello";
+      }
+    }
+    if (!why.empty()) {
+      refuse_once(peer, why);
+      return value{{"error", why}};
+    }
+    auto pub = key_of(h->from);
+    if (!pub) return value{{"error", "unknown peer"}};
+    const std::string link_id = crypto::uuid4_hex();
+    const std::string key_string = crypto::crypticle::generate_key_string();
+    auto c = crypto::crypticle::from_key_string(key_string);
+    if (!c) return value{{"error", "internal"}};
+    value reply = make_welcome(s_.id, s_.priv, *h, *pub, link_id, key_string);
+    {
+      std::lock_guard lk(mu_);
+      // one inbound link per peer: a new handshake replaces the old one
+      for (auto it = inbound_.begin(); it != inbound_.end();) {
+        if (it->second.from == h->from) it = inbound_.erase(it);
+        else ++it;
+      }
+      inbound_[link_id] = in_link{h->from, std::make_shared<crypto::crypticle>(std::move(*c)), 1};
+      learned_[h->from] = h->addr;
+      refusals_.erase(peer);
+    }
+    spdlog::info("cluster peer {} linked from {} (listens on {})", h->from, peer, h->addr);
+    return reply;
+  }
+
+  value on_msg(const value& body, const std::string& peer) {
+    auto lid = std::string(wire::get_text(body, "link").value_or(""));
+    std::shared_ptr<crypto::crypticle> key;
+    std::uint64_t seq = 0;
+    std::string from;
+    {
+      std::lock_guard lk(mu_);
+      auto it = inbound_.find(lid);
+      if (it == inbound_.end()) return value{{"error", "unknown link"}};
+      key = it->second.key;
+      seq = it->second.next_seq;
+      from = it->second.from;
+    }
+    std::string why;
+    auto msgs = open_batch(*key, body, seq, why);
+    if (!msgs) {
+      refuse_once(peer, from + ": " + why);
+      return value{{"error", why}};
+    }
+    {
+      std::lock_guard lk(mu_);
+      auto it = inbound_.find(lid);
+      if (it == inbound_.end()) return value{{"error", "unknown link"}};
+      it->second.next_seq = seq + 1;
+    }
+    for (const auto& m : *msgs) {
+      try {
+        handler_(from, m.type, m.body);
+      } catch (const std::exception& e) {
+        spdlog::error("cluster message {} from {} failed: {}", m.type, from, e.what());
+      }
+    }
+    return seal_ack(*key, seq);
+  }
+};
+
+peer_bus::peer_bus(asio::io_context& io, bus_settings s, handler h, peer_event ev)
+    : impl_(std::make_shared<impl>(io, std::move(s), std::move(h), std::move(ev))) {}
+
+peer_bus::~peer_bus() { join(); }
+
+result<void> peer_bus::start() {
+  auto self = impl_;
+  self->server_ = std::make_unique<transport::req_server>(
+      self->io_, transport::endpoint{self->s_.bind_host, self->s_.port, {}}, self->s_.topt,
+      [w = std::weak_ptr<impl>(self)](value body, std::shared_ptr<transport::responder> r) {
+        auto s = w.lock();
+        if (!s || s->stopping_) return;
+        asio::post(s->work_, [s, body = std::move(body), r] { r->reply(s->on_request(body, r->peer().address)); });
+      });
+  if (auto r = self->server_->start(); !r) return r;
+  self->bound_ = self->server_->bound_port();
+  if (self->s_.advertise.empty()) self->s_.advertise = self->s_.bind_host + ":" + std::to_string(self->bound_);
+  self->refresh_keys();
+  self->watcher_ = std::thread([self] { self->watcher_loop(); });
+  for (const auto& p : self->s_.peers) self->add_link(p);
+  return {};
+}
+
+void peer_bus::stop() {
+  auto self = impl_;
+  if (!self || self->stopping_.exchange(true)) return;
+  self->watch_cv_.notify_all();
+  if (self->server_) self->server_->stop();
+  std::vector<std::shared_ptr<link>> all;
+  {
+    std::lock_guard lk(self->mu_);
+    for (auto& [a, l] : self->links_) {
+      l->stopped = true;
+      if (l->client) l->client->close();
+      all.push_back(l);
+    }
+  }
+  for (auto& l : all) self->poke(l);
+}
+
+void peer_bus::join() {
+  stop();
+  auto self = impl_;
+  if (self->watcher_.joinable()) self->watcher_.join();
+  self->work_.join();
+}
+
+std::uint16_t peer_bus::bound_port() const { return impl_->bound_; }
+
+void peer_bus::broadcast(const std::string& type, const value& body) {
+  std::vector<std::shared_ptr<link>> wake;
+  {
+    std::lock_guard lk(impl_->mu_);
+    for (auto& [a, l] : impl_->links_)
+      if (impl_->enqueue(*l, type, body)) wake.push_back(l);
+  }
+  for (auto& l : wake) impl_->poke(l);
+}
+
+bool peer_bus::send(const std::string& peer_id, const std::string& type, const value& body) {
+  std::shared_ptr<link> target;
+  {
+    std::lock_guard lk(impl_->mu_);
+    for (auto& [a, l] : impl_->links_)
+      if (l->id == peer_id && impl_->sendable(*l)) {
+        target = l;
+        break;
+      }
+    if (!target || !impl_->enqueue(*target, type, body)) return false;
+  }
+  impl_->poke(target);
+  return true;
+}
+
+value peer_bus::status() const {
+  value out = value::array();
+  std::lock_guard lk(impl_->mu_);
+  for (const auto& [a, l] : impl_->links_) {
+    if (l->state == "self" || l->state == "duplicate") continue;
+    value e = value::object();
+    e["id"] = l->id;
+    e["address"] = l->addr;
+    e["state"] = l->state;
+    e["queued"] = l->q.size();
+    e["sent"] = l->sent;
+    e["dropped"] = l->dropped;
+    e["last_error"] = l->last_error;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<std::string> peer_bus::linked_peers() const {
+  std::lock_guard lk(impl_->mu_);
+  return {impl_->up_ids_.begin(), impl_->up_ids_.end()};
+}
+
+}  // namespace sylvite::cluster

@@ -1,0 +1,70 @@
+// sylvite::cluster peer bus: the links between the masters of a cluster on
+// cluster_pool_port (protocol: peer_protocol.hpp). Each master accepts links from its
+// peers and keeps one outbound link to every peer it knows: the addresses in
+// cluster_peers, plus any peer that linked to it (its hello carries the address it
+// listens on), so a new master is linked both ways as soon as it reaches one peer.
+// Outbound messages wait in a bounded per-peer queue while the link is down or being
+// (re)established, and are sent in order, in batches, each batch acknowledged; a link
+// that fails reconnects with jittered back-off (0.5 s doubling to 10 s). A peer whose
+// peers/<id>.pub disappears is dropped (its links closed, its queue discarded), checked
+// every 2 s. RSA and file reads run on the bus's own thread, never on an io thread.
+// Thread-safety: every public member may be called from any thread.
+#pragma once
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/peer_protocol.hpp"
+#include "core/transport/transport.hpp"
+
+namespace sylvite::cluster {
+
+struct bus_settings {
+  std::string id;                        // this master's id
+  std::string cluster_id;
+  std::string bind_host;                 // interface
+  std::uint16_t port = 4520;             // cluster_pool_port (0: pick one, tests)
+  std::string advertise;                 // "host:port" peers dial; default bind_host:port
+  std::vector<std::string> peers;        // cluster_peers ("host" or "host:port")
+  std::filesystem::path pki_dir;         // cluster_pki_dir (peers/<id>.pub)
+  crypto::rsa_key priv;                  // this master's own key
+  std::size_t max_queue = 100000;        // messages per peer
+  std::size_t batch = 256;               // messages per request
+  std::chrono::milliseconds request_timeout{10000};
+  transport::options topt;
+};
+
+class peer_bus {
+ public:
+  // Inbound messages, in order per sending peer, on the bus thread (may block briefly).
+  using handler = std::function<void(const std::string& from, const std::string& type, const wire::value& body)>;
+  // A peer came up (first successful link) or was removed.
+  using peer_event = std::function<void(const std::string& id, bool up)>;
+
+  peer_bus(boost::asio::io_context& io, bus_settings s, handler h, peer_event ev = {});
+  ~peer_bus();
+  result<void> start();
+  // Stop accepting and sending (non-blocking: safe from an io thread / signal handler).
+  void stop();
+  // stop() and wait for the bus's own threads (after the io_context has stopped).
+  void join();
+  std::uint16_t bound_port() const;
+
+  // Queue for every known peer (a peer not linked yet gets it once linked).
+  void broadcast(const std::string& type, const wire::value& body);
+  // Queue for one peer by id; false if no link to that id is known.
+  bool send(const std::string& peer_id, const std::string& type, const wire::value& body);
+  // [{id, address, state, queued, sent, received, last_error}] for operators.
+  wire::value status() const;
+  std::vector<std::string> linked_peers() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace sylvite::cluster
