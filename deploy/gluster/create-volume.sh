@@ -114,11 +114,15 @@ else
   done
 fi
 
-# 3. Options (setting an option to its current value is fine).
-for ((i = 0; i < ${#options[@]}; i += 2)); do
-  log "volume set $volume ${options[i]} ${options[i+1]}"
-  "${gl[@]}" volume set "$volume" "${options[i]}" "${options[i+1]}" >/dev/null
-done
+# 3. Options (setting an option to its current value is fine). One transaction for all of
+# them; one by one if that is refused, so the error names the option.
+log "volume set $volume ${options[*]}"
+if ! "${gl[@]}" volume set "$volume" "${options[@]}" >/dev/null; then
+  for ((i = 0; i < ${#options[@]}; i += 2)); do
+    log "volume set $volume ${options[i]} ${options[i+1]}"
+    "${gl[@]}" volume set "$volume" "${options[i]}" "${options[i+1]}" >/dev/null
+  done
+fi
 
 # 4. Start.
 if "${gl[@]}" volume info "$volume" | grep -q '^Status: Started'; then

@@ -108,6 +108,7 @@ class GlusterLab:
         self.mounts: dict[str, Path] = {}
         self.dead: set[str] = set()
         self.create_seconds: float | None = None
+        self.close_seconds: float | None = None
         self._glusterd: dict[str, subprocess.Popen] = {}
         self._closed = False
         self.state = Path(tempfile.mkdtemp(prefix="sylvite-gl-"))
@@ -118,9 +119,12 @@ class GlusterLab:
                 self._start_glusterd(h)
             for h in self.hosts:
                 self._wait_glusterd(h)
+            self._phase("glusterd up", t0, "open")
             self._create_volume(allow_clients)
+            self._phase("volume created and started", t0, "open")
             for h in self.hosts:
                 self._mount(h)
+            self._phase("mounted", t0, "open")
         except BaseException:
             self.close()
             raise
@@ -277,10 +281,16 @@ class GlusterLab:
             pass
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True, stdin=subprocess.DEVNULL, timeout=15)
 
+    @staticmethod
+    def _phase(what, t0, stage="close"):
+        if os.environ.get("GLUSTERLAB_DEBUG"):
+            print(f"[glusterlab] {stage}: {what} at {time.monotonic() - t0:.2f} s", flush=True)
+
     def close(self):
         if self._closed:
             return
         self._closed = True
+        t0 = time.monotonic()
         try:
             atexit.unregister(self.close)
         except Exception:
@@ -291,31 +301,13 @@ class GlusterLab:
                 self._umount(mnt)
             except Exception:
                 pass
-        # 2. Stop the volume on a live node (the bricks go down cleanly); best effort.
-        live = [h for h in self.hosts if h.name not in self.dead and self._glusterd.get(h.name)
-                and self._glusterd[h.name].poll() is None]
-        if live and self.create_seconds is not None:
-            try:
-                self.gluster(live[0], "volume", "stop", self.volume, "force", timeout=30)
-            except Exception:
-                pass
-        # 3. Our processes, by PID: glusterd (started here), then whatever they spawned.
-        for name, p in self._glusterd.items():
-            if p.poll() is None:
-                try:
-                    p.terminate()
-                except ProcessLookupError:
-                    pass
-        for p in self._glusterd.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                try:
-                    p.kill()
-                    p.wait(timeout=10)
-                except Exception:
-                    pass
-        for _ in range(3):
+        self._phase('unmounted', t0)
+        # 2. Our processes, by PID: the glusterd processes started here and what they spawned
+        # (bricks, self-heal daemons, FUSE clients). SIGTERM ends them cleanly (bricks need no
+        # `volume stop`, which would wait 30 s for a dead peer); SIGKILL whatever is left.
+        deadline = time.monotonic() + 5
+        sig = signal.SIGTERM
+        while True:
             left = []
             for h in self.hosts:
                 try:
@@ -324,16 +316,27 @@ class GlusterLab:
                     pass
             if not left:
                 break
+            if time.monotonic() > deadline:
+                if sig == signal.SIGKILL and time.monotonic() > deadline + 5:
+                    break
+                sig = signal.SIGKILL
             for pid in left:
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.2)
-        # A hung lazy unmount keeps nothing once the clients are dead; check once more.
+            time.sleep(0.1)
+        for p in self._glusterd.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._phase('processes ended', t0)
+        # A mount whose client just died: unmount lazily.
         for m in _fuse_mounts_under(str(self.state)):
             subprocess.run(["umount", "-l", m], capture_output=True, stdin=subprocess.DEVNULL, timeout=15)
-        # 4. Files: the state directory (bricks included) and the brick logs glusterd names after
+        self._phase('lazy unmounts done', t0)
+        # 3. Files: the state directory (bricks included) and the brick logs glusterd names after
         # the brick path (/var/log/glusterfs/bricks/<path with - for />.log).
         if not _fuse_mounts_under(str(self.state)):
             shutil.rmtree(self.state, ignore_errors=True)
@@ -345,6 +348,7 @@ class GlusterLab:
                         f.unlink(missing_ok=True)
             except OSError:
                 pass
+        self.close_seconds = time.monotonic() - t0
 
     def __enter__(self) -> "GlusterLab":
         return self

@@ -248,7 +248,7 @@ print(f"{time.monotonic() - t:.3f}", flush=True)
 """
 
 
-def test_node_loss_stalls_io_for_about_ping_timeout():
+def test_node_loss_stalls_io_for_about_ping_timeout_then_quorum_loss_fails_fast():
     with NetLab() as lab:
         hosts = [lab.host(f"k{i}") for i in (1, 2, 3)]
         with GlusterLab(lab, hosts) as g:
@@ -282,5 +282,21 @@ def test_node_loss_stalls_io_for_about_ping_timeout():
             os.close(fd)
             with pytest.raises(FileExistsError):
                 os.open(b / "loss/once", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            # Lose a second replica: client quorum (2 of 3) is gone, so I/O fails (it does not
+            # hang, and it does not write to a lone brick): sylvite sees ENOTCONN.
+            g.kill_node(hosts[1])
+            t0 = time.monotonic()
+            p = subprocess.run([PY, "-c", TIMED_IO, str(a / "loss")], capture_output=True, text=True,
+                               timeout=60)
+            failed_after = time.monotonic() - t0
+            assert p.returncode != 0 and "Errno" in p.stderr, p.stdout + p.stderr
+            errno_line = p.stderr.strip().splitlines()[-1]
+            t = time.monotonic()
+            with pytest.raises(OSError) as e:
+                (a / "loss/before").read_bytes()
+            print(f"[gluster] two replicas lost: a durable write failed after {failed_after:.1f} s "
+                  f"({errno_line}); then a read fails at once ({e.value.errno}, "
+                  f"{(time.monotonic() - t) * 1000:.0f} ms)")
+            assert failed_after < 30
             state = g.state
         assert_clean(state)
