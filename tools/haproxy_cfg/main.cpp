@@ -1,0 +1,107 @@
+// sylvite-haproxy-cfg: writes haproxy.cfg for a sylvite master cluster from a master's
+// configuration directory, then validates it with `haproxy -c -f` when haproxy is
+// installed. With --out, the file is replaced only by a configuration haproxy accepted.
+// Exit codes: 0 written (and valid, or haproxy absent), 1 bad master configuration or
+// options, 2 usage, 3 haproxy rejected the configuration (its message on stderr),
+// 4 cannot write the output.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "core/config/config.hpp"
+#include "core/util/files.hpp"
+#include "tools/haproxy_cfg/haproxy_cfg.hpp"
+
+namespace hc = sylvite::haproxy_cfg;
+namespace fs = std::filesystem;
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "sylvite-haproxy-cfg: write haproxy.cfg for the sylvite master cluster described by a master's "
+      "configuration (publish_port, ret_port, publish_session, health_port, interface, cluster_peers), "
+      "validated with `haproxy -c` when haproxy is installed"};
+  std::string config_dir = "/etc/salt";
+  std::string out;
+  std::string log_target = "/dev/log";
+  std::string haproxy_bin;
+  bool no_check = false;
+  hc::options o;
+  int lb_pub = 0, lb_ret = 0;
+  app.add_option("-c,--config-dir", config_dir, "Salt configuration directory of one master (default /etc/salt)");
+  app.add_option("-o,--out", out, "Write here (atomically, only if valid) instead of stdout");
+  app.add_option("--lb-address", o.lb_address, "Address the frontends bind (default 0.0.0.0)");
+  app.add_option("--lb-publish-port", lb_pub, "Publish frontend port (default: publish_port)")->check(CLI::Range(1, 65535));
+  app.add_option("--lb-ret-port", lb_ret, "Request frontend port (default: ret_port)")->check(CLI::Range(1, 65535));
+  app.add_option("--self-address", o.self_address,
+                 "This master's address as HAProxy reaches it (default: interface; needed when interface is 0.0.0.0)");
+  app.add_option("--stats-socket", o.stats_socket, "Admin stats socket path (default /run/haproxy/admin.sock)");
+  app.add_option("--maxconn", o.maxconn, "Global maxconn (default 9500; keep 2*maxconn under the open-file limit)");
+  app.add_option("--request-maxconn", o.request_maxconn,
+                 "maxconn of the request frontend (default 2000; the publish frontend gets the rest)");
+  app.add_option("--request-timeout", o.request_timeout, "Request channel client/server timeout in seconds (default 60)");
+  app.add_option("--run-as", o.run_as, "user/group HAProxy drops to (e.g. haproxy); default: none");
+  app.add_option("--log", log_target, "syslog target for `log` (default /dev/log; 'none' = no logging)");
+  app.add_option("--haproxy", haproxy_bin, "haproxy binary for the check (default: haproxy on PATH)");
+  app.add_flag("--no-check", no_check, "Do not run haproxy -c");
+  CLI11_PARSE(app, argc, argv);
+  if (lb_pub) o.lb_publish_port = lb_pub;
+  if (lb_ret) o.lb_ret_port = lb_ret;
+  o.log_target = log_target == "none" ? "" : log_target;
+
+  auto cfg = sylvite::config::load_master_config(config_dir);
+  if (!cfg) {
+    std::cerr << "sylvite-haproxy-cfg: " << cfg.error().message << "\n";
+    return 1;
+  }
+  auto r = hc::render(*cfg, o);
+  if (!r) {
+    std::cerr << "sylvite-haproxy-cfg: " << r.error() << "\n";
+    return 1;
+  }
+  for (const auto& w : r->warnings) std::cerr << "sylvite-haproxy-cfg: warning: " << w << "\n";
+
+  // Write a candidate next to the destination (same file system: the rename is atomic),
+  // check it, then move it into place.
+  const fs::path dest = out.empty() ? fs::path() : fs::path(out);
+  const fs::path dir = out.empty() ? fs::temp_directory_path() : (dest.has_parent_path() ? dest.parent_path() : ".");
+  const fs::path cand = dir / ((out.empty() ? std::string("haproxy") : dest.filename().string()) + ".sylvite-tmp." +
+                               std::to_string(::getpid()) + ".cfg");
+  if (auto w = sylvite::util::write_file_atomic(cand, r->text, 0644); !w) {
+    std::cerr << "sylvite-haproxy-cfg: cannot write " << cand.string() << ": " << w.error().message() << "\n";
+    return 4;
+  }
+  auto cleanup = [&] {
+    std::error_code ec;
+    fs::remove(cand, ec);
+  };
+  if (!no_check) {
+    auto c = hc::check_with_haproxy(cand.string(), haproxy_bin);
+    if (!c.ran) {
+      std::cerr << "sylvite-haproxy-cfg: haproxy not found: configuration not validated\n";
+    } else if (!c.valid) {
+      std::cerr << "sylvite-haproxy-cfg: haproxy rejected the configuration:\n" << c.output;
+      if (!c.output.empty() && c.output.back() != '\n') std::cerr << "\n";
+      cleanup();
+      return 3;
+    }
+  }
+  if (out.empty()) {
+    std::cout << r->text;
+    cleanup();
+    return std::cout.good() ? 0 : 4;
+  }
+  std::error_code ec;
+  fs::rename(cand, dest, ec);
+  if (ec) {
+    std::cerr << "sylvite-haproxy-cfg: cannot write " << dest.string() << ": " << ec.message() << "\n";
+    cleanup();
+    return 4;
+  }
+  std::cerr << "sylvite-haproxy-cfg: wrote " << dest.string() << " (" << r->masters.size() << " master(s):";
+  for (const auto& m : r->masters) std::cerr << " " << m.host;
+  std::cerr << ")\n";
+  return 0;
+}
