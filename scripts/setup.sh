@@ -16,6 +16,7 @@ packages=(
   python3 python3-venv python3-dev
   iproute2 iptables procps psmisc
   glusterfs-server glusterfs-client
+  haproxy
 )
 missing=()
 for p in "${packages[@]}"; do
