@@ -261,6 +261,48 @@ class GlusterLab:
                 pass
         self.dead.add(host.name)
 
+    def restart_node(self, host: Host):
+        """Bring a host lost with kill_node back: lift the blackhole, start its glusterd again
+        on the same state (it restarts its brick and self-heal daemon itself), and remount its
+        dead mount. The other nodes' clients reconnect to the brick by themselves; the
+        self-heal daemons then copy what changed meanwhile (heal_pending())."""
+        if host.name not in self.dead:
+            raise ValueError(f"{host.name} was not killed")
+        host.blackhole(False)
+        mnt = self.mounts.get(host.name)
+        if mnt is not None:
+            self._umount(mnt)
+        self._start_glusterd(host)
+        self._wait_glusterd(host)
+        deadline = time.monotonic() + self.timeout
+        while not self._brick_online(host):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"brick on {host.name} not online after restart")
+            time.sleep(0.2)
+        self._mount(host)
+        self.dead.discard(host.name)
+
+    def _brick_online(self, host: Host) -> bool:
+        r = self.gluster(host, "volume", "status", self.volume, f"{host.ip}:{self.brick(host)}",
+                         "detail", timeout=30)
+        return r.returncode == 0 and any(line.split(":", 1)[-1].strip() == "Y"
+                                         for line in r.stdout.splitlines() if line.startswith("Online"))
+
+    def heal_pending(self) -> int | None:
+        """Entries waiting for self-heal, summed over the live bricks: the count of files under
+        each brick's .glusterfs/indices/xattrop (what `volume heal info` reports; that command
+        needs glusterd on localhost and does not work in the lab). None if unreadable."""
+        total = 0
+        for h in self.hosts:
+            if h.name in self.dead:
+                continue
+            d = self.brick(h) / ".glusterfs" / "indices" / "xattrop"
+            try:
+                total += sum(1 for f in d.iterdir() if not f.name.startswith("xattrop-"))
+            except OSError:
+                return None
+        return total
+
     # ---------------------------------------------------------------- teardown
     @staticmethod
     def _tail(path: Path, n: int = 2000) -> str:

@@ -248,7 +248,7 @@ print(f"{time.monotonic() - t:.3f}", flush=True)
 """
 
 
-def test_node_loss_stalls_io_for_about_ping_timeout_then_quorum_loss_fails_fast():
+def test_node_loss_stalls_io_for_about_ping_timeout_heals_and_quorum_loss_fails_fast():
     with NetLab() as lab:
         hosts = [lab.host(f"k{i}") for i in (1, 2, 3)]
         with GlusterLab(lab, hosts) as g:
@@ -282,9 +282,28 @@ def test_node_loss_stalls_io_for_about_ping_timeout_then_quorum_loss_fails_fast(
             os.close(fd)
             with pytest.raises(FileExistsError):
                 os.open(b / "loss/once", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            # Lose a second replica: client quorum (2 of 3) is gone, so I/O fails (it does not
+            # The node comes back: its mount reads what was written meanwhile, self-heal catches
+            # its brick up.
+            t = time.monotonic()
+            g.restart_node(hosts[2])
+            restart = time.monotonic() - t
+            c = g.mounts["k3"]
+            assert (c / "loss/probe").read_bytes() == b"after-loss"
+            assert (c / "loss/after").read_bytes() == b"9"
+            t = time.monotonic()
+            while g.heal_pending() != 0:
+                assert time.monotonic() - t < 60, f"self-heal not done: {g.heal_pending()} entries"
+                time.sleep(0.2)
+            healed = time.monotonic() - t
+            assert (g.brick(hosts[2]) / "loss" / "probe").read_bytes() == b"after-loss"
+            durable_replace(c / "loss/back", b"k3")
+            assert (a / "loss/back").read_bytes() == b"k3"
+            print(f"[gluster] node back: glusterd + brick up and remounted in {restart:.1f} s, "
+                  f"self-heal done {healed:.1f} s later")
+            # Lose two replicas: client quorum (2 of 3) is gone, so I/O fails (it does not
             # hang, and it does not write to a lone brick): sylvite sees ENOTCONN.
             g.kill_node(hosts[1])
+            g.kill_node(hosts[2])
             t0 = time.monotonic()
             p = subprocess.run([PY, "-c", TIMED_IO, str(a / "loss")], capture_output=True, text=True,
                                timeout=60)
