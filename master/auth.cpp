@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 
@@ -206,6 +208,23 @@ std::atomic<std::uint64_t> stale_auth_count{0};
 
 std::uint64_t stale_auth_dropped() { return stale_auth_count.load(); }
 
+namespace {
+// Overload signal: one warning at most every 5 s with the drops since the last one.
+void note_stale_drops(std::uint64_t total) {
+  static std::mutex m;
+  static std::chrono::steady_clock::time_point last{};
+  static std::uint64_t reported = 0;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lk(m);
+  if (now - last < std::chrono::seconds(5)) return;
+  spdlog::warn("overloaded: dropped {} sign-in(s) that waited longer than the minions' auth_timeout in the "
+               "worker queue ({} since start)",
+               total - reported, total);
+  last = now;
+  reported = total;
+}
+}  // namespace
+
 auth_outcome authenticate(const value& load, const auth_context& ctx) {
   auth_outcome out;
   const bool sign_messages = ctx.version > 1;
@@ -235,7 +254,8 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
   }
   out.id = std::string(*id_v);
   if (ctx.stale_after.count() > 0 && ctx.waited > ctx.stale_after) {
-    stale_auth_count++;
+    const auto total = ++stale_auth_count;
+    note_stale_drops(total);
     spdlog::debug("sign-in of {} dropped: it waited {} ms in the queue (its minion gave up after {} s)", out.id,
                   std::chrono::duration_cast<std::chrono::milliseconds>(ctx.waited).count(),
                   std::chrono::duration_cast<std::chrono::seconds>(ctx.stale_after).count());

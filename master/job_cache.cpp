@@ -174,6 +174,14 @@ void job_cache::run_writer() {
   for (;;) {
     q_cv_.wait(lk, [this] { return stop_ || !q_.empty(); });
     if (q_.empty()) return;  // stopping, everything written
+    if (!stop_) {
+      // Let the burst of a fan-out gather (fewer wake-ups and syncs); readers that drain()
+      // wait at most this long more.
+      writing_ = true;
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      lk.lock();
+    }
     std::deque<pending_write> batch;
     batch.swap(q_);
     writing_ = true;
@@ -354,11 +362,15 @@ result<bool> job_cache::save_return_async(const std::string& jid, const std::str
     w.dir = std::move(dir);
     w.id = id;
     w.rec = wire::pack(rec, wire::packing::frame);
+    bool wake;
     {
       std::lock_guard lk(q_mu_);
+      // Wake the writer only when it sleeps on an empty queue: while it writes a batch it
+      // looks at the queue again before sleeping (one wake-up per batch, not per return).
+      wake = q_.empty() && !writing_;
       q_.push_back(std::move(w));
     }
-    q_cv_.notify_one();
+    if (wake) q_cv_.notify_one();
     return true;
   } catch (const std::exception& e) {
     spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
