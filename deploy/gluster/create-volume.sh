@@ -13,7 +13,8 @@ usage: create-volume.sh [options] VOLUME BRICK_DIR HOST1 HOST2 HOST3
   VOLUME      volume name, e.g. sylvite
   BRICK_DIR   brick directory, the same path on every host, e.g. /data/glusterfs/sylvite/brick
               (a subdirectory of a dedicated XFS/ext4 file system; "%h" in it is replaced by
-              the host, for several bricks on one machine as in tests)
+              the host, for several bricks on one machine as in tests); its parent must
+              exist on every host (glusterd creates only the last component)
   HOST1..3    the three servers (names or addresses every server and client can reach);
               run this on HOST1
 

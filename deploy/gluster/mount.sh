@@ -16,7 +16,8 @@ usage: mount.sh [options] VOLUME SERVER MOUNTPOINT
 options:
   --backup LIST   colon-separated servers to fetch the volume file from when SERVER is down
                   (backup-volfile-servers), e.g. gl2:gl3
-  --fstab         also add the line to /etc/fstab (it is always printed)
+  --fstab         also add the line to /etc/fstab (it is always printed; $FSTAB overrides
+                  the file, for tests)
   --options OPTS  extra comma-separated mount options (e.g. log-file=/var/log/x.log)
   -h, --help      this text
 EOF_USAGE
@@ -56,10 +57,11 @@ fi
 
 echo "fstab: $line"
 if ((fstab)); then
-  if awk -v m="$mnt" '$1 !~ /^#/ && $2 == m { found = 1 } END { exit !found }' /etc/fstab; then
-    echo "mount.sh: /etc/fstab already has an entry for $mnt (left as it is)"
+  tab=${FSTAB:-/etc/fstab}
+  if [[ -f $tab ]] && awk -v m="$mnt" '$1 !~ /^#/ && $2 == m { found = 1 } END { exit !found }' "$tab"; then
+    echo "mount.sh: $tab already has an entry for $mnt (left as it is)"
   else
-    echo "$line" >>/etc/fstab
-    echo "mount.sh: added to /etc/fstab"
+    echo "$line" >>"$tab"
+    echo "mount.sh: added to $tab"
   fi
 fi

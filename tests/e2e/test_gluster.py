@@ -96,6 +96,18 @@ def test_volume_up_with_options_and_layout(gl):
     r = subprocess.run(["bash", str(DEPLOY / "layout.sh"), str(gl.mounts["g2"])],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+    # mount.sh on a mounted mount point: left alone; the fstab line is added once (to a
+    # scratch file, not /etc/fstab).
+    h = gl.hosts[0]
+    fstab = gl.state / "fstab"
+    for _ in range(2):
+        r = subprocess.run(["nsenter", f"--net=/run/netns/{h.ns}", "bash", str(DEPLOY / "mount.sh"),
+                            "--fstab", "--backup", f"{gl.hosts[1].ip}:{gl.hosts[2].ip}",
+                            gl.volume, h.ip, str(gl.mounts["g1"])],
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, FSTAB=str(fstab)))
+        assert r.returncode == 0 and "already has a glusterfs mount" in r.stdout, r.stdout + r.stderr
+    assert fstab.read_text() == (f"{h.ip}:/{gl.volume} {gl.mounts['g1']} glusterfs defaults,_netdev,"
+                                 f"backup-volfile-servers={gl.hosts[1].ip}:{gl.hosts[2].ip} 0 0\n")
 
 
 def test_atomic_replace_reads_fresh_on_other_mounts(gl):
