@@ -83,11 +83,24 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   std::condition_variable watch_cv_;
   std::uint16_t bound_ = 0;
 
-  std::optional<crypto::rsa_key> key_of(const std::string& id) {
-    std::lock_guard lk(mu_);
-    auto it = keys_.find(id);
-    if (it == keys_.end()) return std::nullopt;
-    return it->second;
+  // io: true only off the io threads (the work_ thread): a miss reads peers/<id>.pub.
+  // On an io thread a miss wakes the watcher, which re-reads peers/ at once.
+  std::optional<crypto::rsa_key> key_of(const std::string& id, bool io = false) {
+    {
+      std::lock_guard lk(mu_);
+      auto it = keys_.find(id);
+      if (it != keys_.end()) return it->second;
+    }
+    if (!io) {
+      watch_cv_.notify_all();
+      return std::nullopt;
+    }
+    auto k = peer_key(s_.pki_dir, id);
+    if (k) {
+      std::lock_guard lk(mu_);
+      keys_.insert_or_assign(id, *k);
+    }
+    return k;
   }
 
   void refresh_keys() {
@@ -355,7 +368,8 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
 
   value on_hello(const value& body, const std::string& peer) {
     std::string why;
-    auto h = verify_hello(body, s_.cluster_id, s_.id, [&](const std::string& id) { return key_of(id); }, unix_now(), why);
+    auto h = verify_hello(body, s_.cluster_id, s_.id, [&](const std::string& id) { return key_of(id, true); },
+                          unix_now(), why);
     if (!h) {
       refuse_once(peer, why);
       return value{{"error", why}};
@@ -370,7 +384,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       refuse_once(peer, why);
       return value{{"error", why}};
     }
-    auto pub = key_of(h->from);
+    auto pub = key_of(h->from, true);
     if (!pub) return value{{"error", "unknown peer"}};
     const std::string link_id = crypto::uuid4_hex();
     const std::string key_string = crypto::crypticle::generate_key_string();

@@ -331,6 +331,15 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     out->reply(value{{"error", "runner: fun missing"}});
     return;
   }
+  if (*fun == "cluster.peers") {
+    // Peer links of this master (state, queue, last error): the operator's view of the bus.
+    if (!clustered()) {
+      out->reply(value{{"return", "This master is not in a cluster (cluster_id is not set)"}, {"retcode", 1}});
+      return;
+    }
+    out->reply(value{{"return", cluster_status()}, {"retcode", 0}});
+    return;
+  }
   const value* a = wire::find(body, "arg");
   const value* k = wire::find(body, "kwarg");
   runner_context ctx;
