@@ -1,0 +1,139 @@
+// cluster_pki: once-only creation under a race, peer key checks, locked AES rotation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cluster/cluster_pki.hpp"
+#include "core/util/files.hpp"
+
+namespace fs = std::filesystem;
+using namespace sylvite;
+
+namespace {
+struct tmpdir {
+  fs::path p;
+  tmpdir() {
+    char tpl[] = "/tmp/sylvite-cl-XXXXXX";
+    p = ::mkdtemp(tpl);
+  }
+  ~tmpdir() { fs::remove_all(p); }
+};
+}  // namespace
+
+TEST(ClusterPki, ConcurrentStartersEndWithOneKeyPair) {
+  tmpdir t;
+  constexpr int n = 6;
+  std::vector<std::string> pubs(n);
+  std::vector<int> created(n, 0);
+  std::vector<std::thread> th;
+  for (int i = 0; i < n; ++i) {
+    th.emplace_back([&, i] {
+      auto k = cluster::load_or_create_cluster_keys(t.p, 1024);
+      ASSERT_TRUE(k) << k.error().message();
+      pubs[i] = k->pub_pem;
+      created[i] = k->created ? 1 : 0;
+    });
+  }
+  for (auto& x : th) x.join();
+  EXPECT_EQ(std::set<std::string>(pubs.begin(), pubs.end()).size(), 1u);
+  EXPECT_EQ(created[0] + created[1] + created[2] + created[3] + created[4] + created[5], 1);
+  EXPECT_EQ(util::read_file(t.p / "cluster.pub").value(), pubs[0]);
+  // no temp files left behind
+  for (const auto& e : fs::directory_iterator(t.p)) {
+    auto name = e.path().filename().string();
+    EXPECT_TRUE(name == "cluster.pem" || name == "cluster.pub") << name;
+  }
+}
+
+TEST(ClusterPki, StalePubIsRewrittenFromThePem) {
+  tmpdir t;
+  auto k = cluster::load_or_create_cluster_keys(t.p, 1024).value();
+  std::ofstream(t.p / "cluster.pub") << "garbage";
+  auto again = cluster::load_or_create_cluster_keys(t.p, 1024).value();
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(util::read_file(t.p / "cluster.pub").value(), k.pub_pem);
+}
+
+TEST(ClusterPki, AesCreatedOnceAndRotationIsAdoptedByTheLoser) {
+  tmpdir t;
+  auto a = cluster::load_or_create_aes(t.p).value();
+  auto b = cluster::load_or_create_aes(t.p).value();
+  EXPECT_TRUE(a.created);
+  EXPECT_FALSE(b.created);
+  EXPECT_EQ(a.key, b.key);
+  // master A rotates; master B, still holding the old key, asks to rotate too: it adopts A's.
+  auto ra = cluster::rotate_aes(t.p, a.key).value();
+  EXPECT_TRUE(ra.rotated);
+  EXPECT_NE(ra.now.key, a.key);
+  auto rb = cluster::rotate_aes(t.p, b.key).value();
+  EXPECT_FALSE(rb.rotated);
+  EXPECT_EQ(rb.now.key, ra.now.key);
+  EXPECT_EQ(cluster::read_aes(t.p).value().key, ra.now.key);
+}
+
+// fcntl locks exclude processes (masters), not threads of one process (the master
+// serialises its own rotations): race four processes.
+TEST(ClusterPki, ConcurrentRotationsByProcessesRotateOnce) {
+  tmpdir t;
+  auto a = cluster::load_or_create_aes(t.p).value();
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 4; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto r = cluster::rotate_aes(t.p, a.key);
+      ::_exit(!r ? 2 : (r->rotated ? 1 : 0));
+    }
+    kids.push_back(pid);
+  }
+  int rotated = 0;
+  for (pid_t pid : kids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_NE(WEXITSTATUS(st), 2);
+    rotated += WEXITSTATUS(st);
+  }
+  EXPECT_EQ(rotated, 1);
+  EXPECT_NE(cluster::read_aes(t.p).value().key, a.key);
+}
+
+TEST(ClusterPki, UnreadableAesIsAnErrorNotACrash) {
+  tmpdir t;
+  std::ofstream(t.p / ".aes") << "not a key";
+  auto r = cluster::read_aes(t.p);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), cluster::errc::unreadable);
+}
+
+TEST(ClusterPki, PeerKeyWrittenOnceAndMismatchRefused) {
+  tmpdir t;
+  auto k1 = crypto::rsa_key::generate(1024).value();
+  auto k2 = crypto::rsa_key::generate(1024).value();
+  ASSERT_TRUE(cluster::ensure_peer_key(t.p, "m1", k1.public_pem()));
+  ASSERT_TRUE(cluster::ensure_peer_key(t.p, "m1", k1.public_pem()));  // restart
+  auto r = cluster::ensure_peer_key(t.p, "m1", k2.public_pem());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), cluster::errc::peer_key_mismatch);
+  EXPECT_EQ(cluster::list_peer_keys(t.p).size(), 1u);
+  EXPECT_TRUE(cluster::peer_key(t.p, "m1"));
+}
+
+TEST(ClusterPki, PeerIdsThatAreNotFileNamesAreRefused) {
+  tmpdir t;
+  auto k = crypto::rsa_key::generate(1024).value();
+  for (std::string bad : {"../x", "a/b", "", ".", "..", ".hidden"}) {
+    auto r = cluster::ensure_peer_key(t.p, bad, k.public_pem());
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error(), cluster::errc::bad_id) << bad;
+    EXPECT_FALSE(cluster::peer_key(t.p, bad)) << bad;
+  }
+  EXPECT_FALSE(fs::exists(t.p / "x.pub"));
+}
