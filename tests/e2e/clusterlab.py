@@ -29,7 +29,7 @@ def haproxy_cfg(lb_host: str, pub_port: int, req_port: int, masters, stats_sock:
         "    timeout connect 3s",
         "    retries 2",
         "    option redispatch",
-        "    default-server inter 500ms fall 2 rise 2",
+        "    default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions",
         "frontend salt_publish",
         f"    bind {lb_host}:{pub_port}",
         "    timeout client 86400s",
