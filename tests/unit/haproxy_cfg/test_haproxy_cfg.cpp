@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "tools/haproxy_cfg/haproxy_cfg.hpp"
 
@@ -135,9 +134,13 @@ TEST(haproxy_cfg, defaults_and_global) {
   EXPECT_TRUE(has_line(g, "stats socket /run/haproxy/admin.sock mode 600 level admin expose-fd listeners")) << g;
   EXPECT_TRUE(r->warnings.empty());
   // Every maxconn stays under the 9,900 the machines' open-file limit allows.
-  std::regex re("maxconn ([0-9]+)");
-  for (auto it = std::sregex_iterator(r->text.begin(), r->text.end(), re); it != std::sregex_iterator(); ++it)
-    EXPECT_LT(std::stoi((*it)[1]), 9900);
+  // (no std::regex: GCC 12 warns inside it under the sanitizer build)
+  int seen = 0;
+  for (auto pos = r->text.find("maxconn "); pos != std::string::npos; pos = r->text.find("maxconn ", pos + 1)) {
+    EXPECT_LT(std::stoi(r->text.substr(pos + 8)), 9900);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 3);
 }
 
 TEST(haproxy_cfg, lb_ports_stats_socket_and_user) {
