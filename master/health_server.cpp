@@ -126,7 +126,8 @@ void readiness_probe::stop() {
   if (since != 0 && now_ns() - since > deadline) {
     // Stuck in the kernel on a stalled mount: the thread holds its own reference to the
     // state and exits by itself when the call returns.
-    spdlog::warn("readiness probe stuck on {}: not waiting for it", s_->targets[s_->in_flight_index.load()].dir.string());
+    spdlog::warn("readiness probe stuck on {}: not waiting for it",
+                 s_->targets[s_->in_flight_index.load()].dir.string());
     thread_.detach();
   } else {
     thread_.join();
@@ -186,7 +187,10 @@ std::string readiness_probe::check_target(const probe_target& t) {
   ::closedir(d);
   if (rerr != 0) return what + " unreadable: " + errno_text(rerr);
   if (t.write) {
-    const auto f = t.dir / (".sylvite-ready-probe." + std::to_string(::getpid()));
+    // Host name + pid: masters on several hosts probe the same shared directory.
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    const auto f = t.dir / (std::string(".sylvite-ready-probe.") + host + "." + std::to_string(::getpid()));
     int fd = ::open(f.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return what + " not writable: " + errno_text(errno);
     const char byte = '1';

@@ -43,7 +43,7 @@ struct readiness {
 
 // One directory the probe checks. `name` is the option it came from ("cachedir",
 // "cluster_pki_dir"), used in reasons. With `write`, each round also creates, fsyncs and
-// unlinks `<dir>/.sylvite-ready-probe.<pid>`: a read-only or quorum-lost Gluster volume
+// unlinks `<dir>/.sylvite-ready-probe.<host>.<pid>`: a read-only or quorum-lost Gluster volume
 // (reads fine, writes fail with EROFS) then makes the master not ready too.
 struct probe_target {
   std::string name;

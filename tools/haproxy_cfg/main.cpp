@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config-dir", config_dir, "Salt configuration directory of one master (default /etc/salt)");
   app.add_option("-o,--out", out, "Write here (atomically, only if valid) instead of stdout");
   app.add_option("--lb-address", o.lb_address, "Address the frontends bind (default 0.0.0.0)");
-  app.add_option("--lb-publish-port", lb_pub, "Publish frontend port (default: publish_port)")->check(CLI::Range(1, 65535));
+  app.add_option("--lb-publish-port", lb_pub, "Publish frontend port (default: publish_port)")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--lb-ret-port", lb_ret, "Request frontend port (default: ret_port)")->check(CLI::Range(1, 65535));
   app.add_option("--self-address", o.self_address,
                  "This master's address as HAProxy reaches it (default: interface; needed when interface is 0.0.0.0)");
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--maxconn", o.maxconn, "Global maxconn (default 9500; keep 2*maxconn under the open-file limit)");
   app.add_option("--request-maxconn", o.request_maxconn,
                  "maxconn of the request frontend (default 2000; the publish frontend gets the rest)");
-  app.add_option("--request-timeout", o.request_timeout, "Request channel client/server timeout in seconds (default 60)");
+  app.add_option("--request-timeout", o.request_timeout,
+                 "Request channel client/server timeout in seconds (default 60)");
   app.add_option("--run-as", o.run_as, "user/group HAProxy drops to (e.g. haproxy); default: none");
   app.add_option("--log", log_target, "syslog target for `log` (default /dev/log; 'none' = no logging)");
   app.add_option("--haproxy", haproxy_bin, "haproxy binary for the check (default: haproxy on PATH)");

@@ -36,7 +36,8 @@ std::string section(const std::string& text, const std::string& header) {
 
 bool has_line(const std::string& sec, const std::string& line) {
   return sec.find("\n    " + line + "\n") != std::string::npos ||
-         (sec.size() >= line.size() + 5 && sec.compare(sec.size() - line.size() - 4, std::string::npos, "    " + line) == 0);
+         (sec.size() >= line.size() + 5 &&
+          sec.compare(sec.size() - line.size() - 4, std::string::npos, "    " + line) == 0);
 }
 
 bool haproxy_installed() { return ::access("/usr/sbin/haproxy", X_OK) == 0 || hc::check_with_haproxy("/dev/null").ran; }
@@ -155,7 +156,8 @@ TEST(haproxy_cfg, lb_ports_stats_socket_and_user) {
   EXPECT_TRUE(has_line(section(r->text, "frontend salt_publish"), "bind 0.0.0.0:14505"));
   EXPECT_TRUE(has_line(section(r->text, "frontend salt_request"), "bind 0.0.0.0:14506"));
   // servers keep the masters' own ports
-  EXPECT_TRUE(has_line(section(r->text, "backend salt_request_masters"), "server 10.0.0.1 10.0.0.1:4506 check port 4507"));
+  EXPECT_TRUE(
+      has_line(section(r->text, "backend salt_request_masters"), "server 10.0.0.1 10.0.0.1:4506 check port 4507"));
   const auto g = section(r->text, "global");
   EXPECT_TRUE(has_line(g, "user haproxy")) << g;
   EXPECT_TRUE(has_line(g, "group haproxy")) << g;
@@ -201,7 +203,8 @@ TEST(haproxy_cfg, ipv6_addresses) {
   o.lb_address = "::";
   auto r = hc::render(c, o);
   ASSERT_TRUE(r) << r.error();
-  EXPECT_TRUE(has_line(section(r->text, "backend salt_request_masters"), "server fd00__2 ipv6@fd00::2:4506 check port 4507"))
+  EXPECT_TRUE(
+      has_line(section(r->text, "backend salt_request_masters"), "server fd00__2 ipv6@fd00::2:4506 check port 4507"))
       << r->text;
   EXPECT_TRUE(has_line(section(r->text, "frontend salt_request"), "bind ipv6@:::4506")) << r->text;
 }
