@@ -244,3 +244,32 @@ TEST(haproxy_cfg, missing_haproxy_binary_is_reported_as_not_run) {
   EXPECT_TRUE(r.ran);
   EXPECT_FALSE(r.valid);
 }
+
+TEST(haproxy_cfg, health_port_option_from_the_config_file) {
+  const fs::path dir = fs::temp_directory_path() / ("sylvite-hapcfg-opt-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    auto c = sylvite::config::load_master_config(dir);  // no file: the default
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->health_port, 0);
+    EXPECT_EQ(c->raw["health_port"], 0);
+  }
+  std::ofstream(dir / "master")
+      << "interface: 10.0.0.1\nhealth_port: 4507\ncluster_id: c\ncluster_peers: [10.0.0.2]\n";
+  {
+    auto c = sylvite::config::load_master_config(dir);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->health_port, 4507);
+    auto r = hc::render(*c, {});
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_TRUE(
+        has_line(section(r->text, "backend salt_publish_masters"), "server 10.0.0.2 10.0.0.2:4505 check port 4507"));
+  }
+  for (const char* bad : {"health_port: 70000\n", "health_port: -1\n", "health_port: web\n"}) {
+    std::ofstream(dir / "master") << bad;
+    auto c = sylvite::config::load_master_config(dir);
+    ASSERT_FALSE(c) << bad;
+    EXPECT_NE(c.error().message.find("option 'health_port'"), std::string::npos) << c.error().message;
+  }
+  fs::remove_all(dir);
+}
