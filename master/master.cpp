@@ -111,12 +111,14 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   }
   m->sessions_ = std::make_unique<session_store>(m->cfg_.cachedir / "sessions",
                                                  std::chrono::seconds(m->cfg_.publish_session));
-  // One master: returns are de-duplicated in memory and written by the job cache's writer
-  // thread (the ack waits for no disk I/O). A cluster shares the cache: first-wins must be
-  // decided on disk (link) across masters, so returns are written before the ack.
+  // Every master writes a return (temp + link, no fsync: group commit) before the minion
+  // gets its ack, so an acknowledged return survives a master crash or SIGKILL; the
+  // cache's async mode (ack before the write) would lose the queued ones, so it stays
+  // off (opt-in for benchmarks: job_cache_async, a sylvite extension).
   m->jobs_ = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type,
-                                         m->cfg_.cluster_id ? job_cache::write_mode::sync
-                                                            : job_cache::write_mode::async);
+                                         (m->cfg_.job_cache_async && !m->cfg_.cluster_id)
+                                             ? job_cache::write_mode::async
+                                             : job_cache::write_mode::sync);
   m->mdata_ = std::make_unique<minion_data_cache>(m->cfg_.cachedir, m->cfg_.minion_data_cache);
   m->files_ = std::make_unique<fileserver>(m->cfg_);
   m->pillar_ = std::make_unique<pillar_compiler>(m->cfg_);

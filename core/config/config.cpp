@@ -442,6 +442,7 @@ void visit_master(master_config& c, V& v) {
   v.enumeration("pillar_source_merging_strategy", c.pillar_source_merging_strategy,
                 {"smart", "recurse", "aggregate", "overwrite", "none"});
   v.nodegroup_map("nodegroups", c.nodegroups);
+  v.boolean("job_cache_async", c.job_cache_async);
   v.opt_string("cluster_id", c.cluster_id);
   v.string_list("cluster_peers", c.cluster_peers);
   v.opt_path("cluster_pki_dir", c.cluster_pki_dir);

@@ -94,6 +94,7 @@ struct master_config {
   // sylvite extension: HTTP health/readiness endpoint on `interface` (0 = off;
   // docs/deploy.md recommends 4507). HAProxy checks GET /ready there.
   int health_port = 0;
+  bool job_cache_async = false;         // sylvite: ack returns before they are written (loses them on a crash)
   std::optional<std::string> cluster_secret;
   std::optional<std::string> cluster_pub_fingerprint;
   wire::value raw = wire::value::object();  // every option after merge (defaults included)
