@@ -430,8 +430,9 @@ TEST_F(accepted_fixture, ReplacedKeyIsPickedUp) {
   EXPECT_FALSE(ak.verify_token("m1", old_key.tok()));
 }
 
-TEST_F(accepted_fixture, WithoutInotifyEveryLookupStats) {
-  // revalidate 0: behaves as the old stat-per-lookup cache.
+TEST_F(accepted_fixture, RevalidateZeroStatsEveryLookupLikeTheNoInotifyFallback) {
+  // revalidate 0: every lookup stats the file, which is what get() does when inotify is
+  // unavailable (the old behaviour).
   master::accepted_keys ak(store, 0ms);
   put("m1", 1);
   ASSERT_TRUE(ak.get("m1"));
