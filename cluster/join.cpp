@@ -1,0 +1,425 @@
+// sylvite::cluster join handshake (see join.hpp).
+#include "cluster/join.hpp"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "cluster/cluster_pki.hpp"
+#include "core/crypto/crypticle.hpp"
+#include "core/util/files.hpp"
+#include "core/wire/msgpack.hpp"
+
+namespace sylvite::cluster {
+
+namespace fs = std::filesystem;
+using wire::value;
+
+namespace {
+constexpr crypto::sig_algo k_sig = crypto::sig_algo::pkcs1v15_sha224;
+
+std::string signed_bytes(const value& m) {
+  value copy = value::object();
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (it.key() != "sig") copy[it.key()] = it.value();
+  return wire::pack(copy, wire::packing::frame);
+}
+
+bool check_sig(const value& m, const crypto::rsa_key& pub) {
+  const value* s = wire::find(m, "sig");
+  auto sig = s ? wire::as_bytes(*s) : std::nullopt;
+  return sig && crypto::verify(pub, signed_bytes(m), *sig, k_sig);
+}
+
+void sign_into(value& m, const crypto::rsa_key& priv) {
+  auto sig = crypto::sign(priv, signed_bytes(m), k_sig);
+  m["sig"] = wire::make_bin(sig ? *sig : std::string());
+}
+
+std::string text(const value& m, const char* k) { return std::string(wire::get_text(m, k).value_or("")); }
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool is_hex32(const std::string& s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
+}
+
+std::string endorsement_bytes(const std::string& p, const std::string& p_pub, const std::string& j,
+                              const std::string& token) {
+  value v = value::array({value("sylvite-join-endorsement"), value(p), value(trim(p_pub)), value(j), value(token)});
+  return wire::pack(v, wire::packing::frame);
+}
+
+// Hybrid seal to a public key: a fresh Crypticle key OAEP-encrypted, the text under it.
+value seal_to(const crypto::rsa_key& pub, const std::string& plain) {
+  const std::string ks = crypto::crypticle::generate_key_string();
+  auto c = crypto::crypticle::from_key_string(ks);
+  auto k = crypto::oaep_encrypt(pub, ks, crypto::enc_algo::oaep_sha1);
+  value out = value::object();
+  out["k"] = wire::make_bin(k ? *k : std::string());
+  out["d"] = wire::make_bin(c ? c->dumps(value(plain)) : std::string());
+  return out;
+}
+
+std::optional<std::string> open_sealed(const crypto::rsa_key& priv, const value* sealed) {
+  if (!sealed || !sealed->is_object()) return std::nullopt;
+  const value* kv = wire::find(*sealed, "k");
+  const value* dv = wire::find(*sealed, "d");
+  auto k = kv ? wire::as_bytes(*kv) : std::nullopt;
+  auto d = dv ? wire::as_bytes(*dv) : std::nullopt;
+  if (!k || !d) return std::nullopt;
+  auto ks = crypto::oaep_decrypt(priv, *k, crypto::enc_algo::oaep_sha1);
+  if (!ks) return std::nullopt;
+  auto c = crypto::crypticle::from_key_string(*ks);
+  if (!c) return std::nullopt;
+  auto v = c->loads(*d, {}, false);
+  if (!v) return std::nullopt;
+  auto t = wire::as_text(*v);
+  if (!t) return std::nullopt;
+  return std::string(*t);
+}
+
+std::string norm_fp(const std::string& f) {
+  std::string out;
+  for (unsigned char c : f)
+    if (c != ':' && !std::isspace(c)) out.push_back(static_cast<char>(std::tolower(c)));
+  return out;
+}
+
+bool same_pem(const std::string& a, const std::string& b) { return trim(a) == trim(b); }
+}  // namespace
+
+// ---- discover ---------------------------------------------------------------------------------
+value make_discover(const std::string& cluster_id, const std::string& my_id, const std::string& my_pub_pem,
+                    const std::string& my_addr, const crypto::rsa_key& my_priv, const std::string& nonce,
+                    std::int64_t now) {
+  value m = value::object();
+  m["cmd"] = "cluster/discover";
+  m["v"] = 1;
+  m["cluster_id"] = cluster_id;
+  m["from"] = my_id;
+  m["pub"] = my_pub_pem;
+  m["addr"] = my_addr;
+  m["nonce"] = nonce;
+  m["ts"] = now;
+  sign_into(m, my_priv);
+  return m;
+}
+
+std::optional<discover_info> verify_discover(const value& body, const std::string& my_cluster_id,
+                                             const std::string& my_id, std::int64_t now, std::string& why) {
+  if (!body.is_object()) return why = "not a map", std::nullopt;
+  if (text(body, "cmd") != "cluster/discover") return why = "not a discover", std::nullopt;
+  if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
+  if (text(body, "cluster_id") != my_cluster_id) return why = "another cluster_id", std::nullopt;
+  discover_info d{text(body, "from"), text(body, "pub"), text(body, "addr"), text(body, "nonce")};
+  if (!valid_peer_id(d.from)) return why = "invalid peer id", std::nullopt;
+  if (d.from == my_id) return why = "a discover from myself", std::nullopt;
+  if (!is_hex32(d.nonce)) return why = "bad nonce", std::nullopt;
+  if (d.addr.empty() || d.addr.size() > 300) return why = "bad address", std::nullopt;
+  auto ts = wire::get_int(body, "ts");
+  if (!ts || *ts < now - k_discover_window_s || *ts > now + k_discover_window_s)
+    return why = "stale discover", std::nullopt;
+  auto pub = crypto::rsa_key::from_public_pem(d.pub_pem);
+  if (!pub) return why = "bad public key", std::nullopt;
+  if (!check_sig(body, *pub)) return why = "bad signature", std::nullopt;
+  return d;
+}
+
+// ---- pending joins ----------------------------------------------------------------------------
+void pending_joins::expire(std::int64_t now) {
+  for (auto it = by_id_.begin(); it != by_id_.end();) {
+    if (it->second.expires <= now) it = by_id_.erase(it);
+    else ++it;
+  }
+}
+
+std::string pending_joins::add(const discover_info& d, std::int64_t now) {
+  expire(now);
+  if (!by_id_.count(d.from) && by_id_.size() >= k_max_pending_joins) {
+    auto oldest = std::min_element(by_id_.begin(), by_id_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
+    by_id_.erase(oldest);
+  }
+  entry e{crypto::uuid4_hex(), d.pub_pem, d.addr, now + k_join_token_ttl_s};
+  by_id_.insert_or_assign(d.from, e);
+  return e.token;
+}
+
+std::optional<pending_joins::entry> pending_joins::take(const std::string& id, const std::string& token,
+                                                        std::int64_t now, std::string& why) {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return why = "no pending join (unknown, used or expired token)", std::nullopt;
+  if (it->second.expires <= now) {
+    by_id_.erase(it);
+    return why = "join token expired", std::nullopt;
+  }
+  if (!crypto::constant_time_equal(it->second.token, token)) return why = "wrong join token", std::nullopt;
+  entry e = std::move(it->second);
+  by_id_.erase(it);
+  return e;
+}
+
+// ---- discover-reply ---------------------------------------------------------------------------
+value make_discover_reply(const std::string& my_id, const crypto::rsa_key& my_priv,
+                          const crypto::rsa_key& cluster_priv, const discover_info& d, const std::string& token) {
+  const std::string my_pub = my_priv.public_pem();
+  value m = value::object();
+  m["cmd"] = "cluster/discover-reply";
+  m["v"] = 1;
+  m["from"] = my_id;
+  m["to"] = d.from;
+  m["nonce"] = d.nonce;
+  m["token"] = token;
+  m["peer_pub"] = my_pub;
+  m["cluster_pub"] = cluster_priv.public_pem();
+  auto e = crypto::sign(cluster_priv, endorsement_bytes(my_id, my_pub, d.from, token), k_sig);
+  m["endorsement"] = wire::make_bin(e ? *e : std::string());
+  sign_into(m, my_priv);
+  return m;
+}
+
+bool fingerprint_matches(const std::string& pem, const std::string& fingerprint) {
+  const std::string want = norm_fp(fingerprint);
+  if (want.empty()) return false;
+  for (const std::string& cand : {pem, trim(pem), trim(pem) + "\n"}) {
+    if (crypto::constant_time_equal(crypto::sha256_hex(cand), want)) return true;
+  }
+  if (auto f = crypto::pem_fingerprint(pem, "sha256"); f && norm_fp(*f) == want) return true;
+  return false;
+}
+
+std::optional<discover_reply_info> verify_discover_reply(const value& body, const std::string& my_id,
+                                                         const std::string& nonce, const cluster_pin& pin,
+                                                         std::string& why) {
+  if (!body.is_object()) return why = "not a map", std::nullopt;
+  if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), std::nullopt;
+  if (text(body, "cmd") != "cluster/discover-reply") return why = "not a discover-reply", std::nullopt;
+  discover_reply_info r{text(body, "from"), text(body, "token"), text(body, "peer_pub"), text(body, "cluster_pub")};
+  if (!valid_peer_id(r.from)) return why = "invalid peer id", std::nullopt;
+  if (r.from == my_id) return why = "a reply from myself", std::nullopt;
+  if (text(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
+  if (text(body, "nonce") != nonce) return why = "nonce not echoed", std::nullopt;
+  if (!is_hex32(r.token)) return why = "bad token", std::nullopt;
+  if (!pin.fingerprint.empty()) {
+    if (!fingerprint_matches(r.cluster_pub_pem, pin.fingerprint))
+      return why = "the cluster key does not match cluster_pub_fingerprint", std::nullopt;
+  } else if (!pin.shared_pub_pem.empty()) {
+    if (!same_pem(r.cluster_pub_pem, pin.shared_pub_pem))
+      return why = "the cluster key differs from cluster_pki_dir/cluster.pub", std::nullopt;
+  } else {
+    return why = "cannot pin the cluster key: set cluster_pub_fingerprint", std::nullopt;
+  }
+  auto cpub = crypto::rsa_key::from_public_pem(r.cluster_pub_pem);
+  if (!cpub) return why = "bad cluster key", std::nullopt;
+  auto ppub = crypto::rsa_key::from_public_pem(r.peer_pub_pem);
+  if (!ppub) return why = "bad peer key", std::nullopt;
+  const value* ev = wire::find(body, "endorsement");
+  auto e = ev ? wire::as_bytes(*ev) : std::nullopt;
+  if (!e || !crypto::verify(*cpub, endorsement_bytes(r.from, r.peer_pub_pem, my_id, r.token), *e, k_sig))
+    return why = "endorsement not signed by the cluster key (the peer is not a member)", std::nullopt;
+  if (!check_sig(body, *ppub)) return why = "bad signature", std::nullopt;
+  return r;
+}
+
+// ---- join -------------------------------------------------------------------------------------
+value make_join(const std::string& my_id, const crypto::rsa_key& my_priv, const discover_reply_info& r,
+                const std::string& secret) {
+  value m = value::object();
+  m["cmd"] = "cluster/join";
+  m["v"] = 1;
+  m["from"] = my_id;
+  m["to"] = r.from;
+  m["token"] = r.token;
+  auto ppub = crypto::rsa_key::from_public_pem(r.peer_pub_pem);
+  std::optional<std::string> enc;
+  if (ppub) {
+    if (auto x = crypto::oaep_encrypt(*ppub, secret, crypto::enc_algo::oaep_sha1)) enc = *x;
+  }
+  m["secret"] = wire::make_bin(enc.value_or(std::string()));
+  sign_into(m, my_priv);
+  return m;
+}
+
+bool secret_matches(const std::optional<std::string>& mine, const std::optional<std::string>& theirs,
+                    bool allow_empty, std::string& why) {
+  const bool empty = !mine || mine->empty() || !theirs || theirs->empty();
+  if (empty && !allow_empty) return why = "empty or unset cluster_secret (set cluster_allow_empty_secret to allow)", false;
+  const std::string a = crypto::sha256(mine.value_or(""));
+  const std::string b = crypto::sha256(theirs.value_or(""));
+  if (CRYPTO_memcmp(a.data(), b.data(), a.size()) != 0) return why = "wrong cluster_secret", false;
+  return true;
+}
+
+std::optional<join_request> verify_join(const value& body, const crypto::rsa_key& my_priv,
+                                        const std::optional<std::string>& my_secret, bool allow_empty,
+                                        pending_joins& pending, std::int64_t now, std::string& why) {
+  if (!body.is_object()) return why = "not a map", std::nullopt;
+  if (text(body, "cmd") != "cluster/join") return why = "not a join", std::nullopt;
+  if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
+  join_request j{text(body, "from"), {}, {}, text(body, "token")};
+  if (!valid_peer_id(j.from)) return why = "invalid peer id", std::nullopt;
+  auto e = pending.take(j.from, j.token, now, why);
+  if (!e) return std::nullopt;
+  j.pub_pem = e->pub_pem;
+  j.addr = e->addr;
+  auto pub = crypto::rsa_key::from_public_pem(j.pub_pem);
+  if (!pub || !check_sig(body, *pub)) return why = "bad signature", std::nullopt;
+  const value* sv = wire::find(body, "secret");
+  auto enc = sv ? wire::as_bytes(*sv) : std::nullopt;
+  std::optional<std::string> theirs;
+  if (enc && !enc->empty()) {
+    auto s = crypto::oaep_decrypt(my_priv, *enc, crypto::enc_algo::oaep_sha1);
+    if (!s) return why = "secret does not decrypt", std::nullopt;
+    theirs = std::move(*s);
+  }
+  if (!secret_matches(my_secret, theirs, allow_empty, why)) return std::nullopt;
+  return j;
+}
+
+// ---- join-reply -------------------------------------------------------------------------------
+value make_join_reply(const std::string& my_id, const crypto::rsa_key& my_priv, const join_request& j,
+                      const cluster_identity& ident) {
+  auto jpub = crypto::rsa_key::from_public_pem(j.pub_pem);
+  value m = value::object();
+  m["cmd"] = "cluster/join-reply";
+  m["v"] = 1;
+  m["from"] = my_id;
+  m["to"] = j.from;
+  m["token"] = j.token;
+  if (jpub) {
+    m["cluster_key"] = seal_to(*jpub, ident.cluster_pem);
+    m["aes"] = seal_to(*jpub, ident.aes);
+  }
+  value peers = value::object();
+  for (const auto& [id, pem] : ident.peers) peers[id] = pem;
+  m["peers"] = std::move(peers);
+  sign_into(m, my_priv);
+  return m;
+}
+
+std::optional<cluster_identity> verify_join_reply(const value& body, const std::string& my_id,
+                                                  const crypto::rsa_key& my_priv, const discover_reply_info& r,
+                                                  std::string& why) {
+  if (!body.is_object()) return why = "not a map", std::nullopt;
+  if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), std::nullopt;
+  if (text(body, "cmd") != "cluster/join-reply") return why = "not a join-reply", std::nullopt;
+  if (text(body, "from") != r.from) return why = "join-reply from a peer that was not asked", std::nullopt;
+  if (text(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
+  if (text(body, "token") != r.token) return why = "token not echoed", std::nullopt;
+  auto ppub = crypto::rsa_key::from_public_pem(r.peer_pub_pem);
+  if (!ppub || !check_sig(body, *ppub)) return why = "bad signature", std::nullopt;
+  cluster_identity ident;
+  auto pem = open_sealed(my_priv, wire::find(body, "cluster_key"));
+  if (!pem) return why = "cluster key does not decrypt", std::nullopt;
+  ident.cluster_pem = std::move(*pem);
+  auto aes = open_sealed(my_priv, wire::find(body, "aes"));
+  if (!aes) return why = "AES key does not decrypt", std::nullopt;
+  ident.aes = trim(std::move(*aes));
+  if (!crypto::crypticle::from_key_string(ident.aes)) return why = "bad AES key", std::nullopt;
+  auto cpriv = crypto::rsa_key::from_private_pem(ident.cluster_pem);
+  if (!cpriv) return why = "bad cluster key", std::nullopt;
+  ident.cluster_pub_pem = cpriv->public_pem();
+  if (!same_pem(ident.cluster_pub_pem, r.cluster_pub_pem))
+    return why = "the cluster key does not match the pinned cluster.pub", std::nullopt;
+  const value* pv = wire::find(body, "peers");
+  if (!pv || !pv->is_object()) return why = "no peers", std::nullopt;
+  for (auto it = pv->begin(); it != pv->end(); ++it) {
+    const std::string id = it.key();
+    auto t = wire::as_text(it.value());
+    if (!valid_peer_id(id)) return why = "invalid peer id in the member list", std::nullopt;
+    if (!t || !crypto::rsa_key::from_public_pem(*t)) return why = "bad key for peer " + id, std::nullopt;
+    ident.peers[id] = std::string(*t);
+  }
+  auto pit = ident.peers.find(r.from);
+  if (pit == ident.peers.end() || !same_pem(pit->second, r.peer_pub_pem))
+    return why = "the member list lacks the accepting peer's key", std::nullopt;
+  auto mit = ident.peers.find(my_id);
+  if (mit != ident.peers.end() && !same_pem(mit->second, my_priv.public_pem()))
+    return why = "the member list holds another key for this master", std::nullopt;
+  return ident;
+}
+
+// ---- install ----------------------------------------------------------------------------------
+result<void> install_identity(const fs::path& dir, const cluster_identity& ident, std::string& why) {
+  // Check every part before writing anything.
+  auto cpriv = crypto::rsa_key::from_private_pem(ident.cluster_pem);
+  if (!cpriv || !same_pem(cpriv->public_pem(), ident.cluster_pub_pem)) {
+    why = "cluster.pem and cluster.pub do not match";
+    return make_error_code(errc::unreadable);
+  }
+  if (!crypto::crypticle::from_key_string(ident.aes)) {
+    why = "bad AES key";
+    return make_error_code(errc::unreadable);
+  }
+  struct item {
+    fs::path path;
+    std::string data;
+    unsigned mode;
+  };
+  std::vector<item> items{{dir / "cluster.pem", ident.cluster_pem, 0400},
+                          {dir / "cluster.pub", ident.cluster_pub_pem, 0644},
+                          {dir / ".aes", ident.aes, 0600}};
+  for (const auto& [id, pem] : ident.peers) {
+    if (!valid_peer_id(id)) {
+      why = "invalid peer id '" + id + "'";
+      return make_error_code(errc::bad_id);
+    }
+    if (!crypto::rsa_key::from_public_pem(pem)) {
+      why = "bad key for peer " + id;
+      return make_error_code(errc::unreadable);
+    }
+    items.push_back({dir / "peers" / (id + ".pub"), pem, 0644});
+  }
+  std::vector<fs::path> created;
+  auto rollback = [&] {
+    for (auto it = created.rbegin(); it != created.rend(); ++it) (void)util::remove_file(*it);
+  };
+  bool made_dir = false;
+  bool made_peers = false;
+  {
+    std::error_code ec;
+    made_dir = !fs::exists(dir, ec);
+    made_peers = !fs::exists(dir / "peers", ec);
+  }
+  if (auto r = util::make_dirs(dir / "peers", 0700); !r) {
+    why = "cannot create " + (dir / "peers").string() + ": " + r.error().message();
+    return r.error();
+  }
+  for (const auto& it : items) {
+    auto c = util::create_exclusive(it.path, it.data, it.mode);
+    if (c) {
+      created.push_back(it.path);
+      continue;
+    }
+    if (c.error() == util::errc::already_exists) {
+      auto cur = util::read_file(it.path);
+      if (cur && same_pem(*cur, it.data)) continue;  // already there, same content
+      why = it.path.string() + " already exists with other content";
+      rollback();
+      std::error_code ec;
+      if (made_peers) fs::remove(dir / "peers", ec);
+      if (made_dir) fs::remove(dir, ec);
+      return make_error_code(errc::peer_key_mismatch);
+    }
+    why = "cannot write " + it.path.string() + ": " + c.error().message();
+    rollback();
+    std::error_code ec;
+    if (made_peers) fs::remove(dir / "peers", ec);
+    if (made_dir) fs::remove(dir, ec);
+    return c.error();
+  }
+  return {};
+}
+
+bool is_member_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / "cluster.pem", ec);
+}
+
+}  // namespace sylvite::cluster

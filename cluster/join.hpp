@@ -1,0 +1,152 @@
+// sylvite::cluster join handshake (sans-I/O): how a new master J joins a running cluster
+// through one configured peer P on cluster_pool_port, gated by cluster_secret. Salt
+// 3008's discover/join (salt-ha-internals 7.2) with its gaps closed (7.3, 8.2): every
+// message signed by its sender's own master key, fresh tokens echoed and checked, replies
+// verified, secrets encrypted to the recipient, the secret compared in constant time,
+// empty secrets refused unless allowed, ids validated, pending joins expire.
+//
+//   J -> P  {cmd: "cluster/discover", v: 1, cluster_id, from: J, pub: J's master.pub PEM,
+//            addr: "host:port" J's bus listens on, nonce: 32 hex, ts, sig by J's key}
+//           (self-signed: proves J holds the key it names; J is not trusted yet)
+//   P -> J  {cmd: "cluster/discover-reply", v: 1, from: P, to: J, nonce (echo), token: 32 hex
+//            (pending for J, k_join_token_ttl_s, one per joiner), peer_pub: P's master.pub,
+//            cluster_pub: cluster.pub PEM, endorsement: sig by the CLUSTER key over
+//            msgpack [P, peer_pub, J, token], sig by P's own key}
+//           J pins cluster_pub (cluster_pub_fingerprint, or the cluster.pub of a readable
+//           shared cluster_pki_dir; neither = refusal), then checks the endorsement with
+//           cluster_pub (P holds the cluster key: it is a member) and sig with peer_pub.
+//   J -> P  {cmd: "cluster/join", v: 1, from: J, token (echo), secret: OAEP(peer_pub,
+//            cluster_secret), sig by J's key (the one pending since discover)}
+//           P consumes the token (replay and expiry refused), checks sig, decrypts the
+//           secret and compares it constant-time with its own.
+//   P -> J  {cmd: "cluster/join-reply", v: 1, from: P, to: J, token, cluster_key: sealed
+//            cluster.pem, aes: sealed .aes key, peers: {id: pub PEM} of every member
+//            (J included), sig by P}
+//           sealed = {k: OAEP(J's pub, fresh Crypticle key), d: Crypticle.dumps(text)}.
+//   Any refusal: {error: reason} in the clear.
+// Thread-safety: free functions; pending_joins is not synchronised (one owner).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/crypto/rsa.hpp"
+#include "core/util/result.hpp"
+#include "core/wire/value.hpp"
+
+namespace sylvite::cluster {
+
+constexpr std::int64_t k_join_token_ttl_s = 30;
+constexpr std::int64_t k_discover_window_s = 120;
+constexpr std::size_t k_max_pending_joins = 64;
+
+// ---- discover -------------------------------------------------------------------------------
+wire::value make_discover(const std::string& cluster_id, const std::string& my_id, const std::string& my_pub_pem,
+                          const std::string& my_addr, const crypto::rsa_key& my_priv, const std::string& nonce,
+                          std::int64_t now);
+
+struct discover_info {
+  std::string from;
+  std::string pub_pem;
+  std::string addr;
+  std::string nonce;
+};
+// P's side: cluster_id, id (valid_peer_id, not P itself), ts window, self-signature.
+std::optional<discover_info> verify_discover(const wire::value& body, const std::string& my_cluster_id,
+                                             const std::string& my_id, std::int64_t now, std::string& why);
+
+// ---- pending joins (P's side) ---------------------------------------------------------------
+class pending_joins {
+ public:
+  struct entry {
+    std::string token;
+    std::string pub_pem;
+    std::string addr;
+    std::int64_t expires = 0;
+  };
+  // A fresh token for `d.from`, replacing any pending one of the same joiner.
+  std::string add(const discover_info& d, std::int64_t now);
+  // Consume the pending join of `id` if `token` matches and has not expired. A consumed,
+  // expired or unknown token is refused (why set). A wrong token does not consume.
+  std::optional<entry> take(const std::string& id, const std::string& token, std::int64_t now, std::string& why);
+  std::size_t size() const { return by_id_.size(); }
+
+ private:
+  void expire(std::int64_t now);
+  std::map<std::string, entry> by_id_;
+};
+
+// ---- discover-reply -------------------------------------------------------------------------
+wire::value make_discover_reply(const std::string& my_id, const crypto::rsa_key& my_priv,
+                                const crypto::rsa_key& cluster_priv, const discover_info& d,
+                                const std::string& token);
+
+// How J pins the cluster key.
+struct cluster_pin {
+  std::string fingerprint;      // cluster_pub_fingerprint ("" unset): sha256 hex of the PEM
+  std::string shared_pub_pem;   // cluster.pub of a readable shared cluster_pki_dir ("" none)
+};
+// sha256 hex of the PEM text (Salt 3008), ':' and case ignored; the salt-key -F style
+// fingerprint of the PEM body is accepted too.
+bool fingerprint_matches(const std::string& pem, const std::string& fingerprint);
+
+struct discover_reply_info {
+  std::string from;
+  std::string token;
+  std::string peer_pub_pem;
+  std::string cluster_pub_pem;
+};
+std::optional<discover_reply_info> verify_discover_reply(const wire::value& body, const std::string& my_id,
+                                                         const std::string& nonce, const cluster_pin& pin,
+                                                         std::string& why);
+
+// ---- join -----------------------------------------------------------------------------------
+wire::value make_join(const std::string& my_id, const crypto::rsa_key& my_priv, const discover_reply_info& r,
+                      const std::string& secret);
+
+struct join_request {
+  std::string from;
+  std::string pub_pem;
+  std::string addr;
+  std::string token;
+};
+// P's side: consumes the pending token, checks J's signature with the pub from discover,
+// decrypts the secret and compares it (secret_matches) with `my_secret`.
+std::optional<join_request> verify_join(const wire::value& body, const crypto::rsa_key& my_priv,
+                                        const std::optional<std::string>& my_secret, bool allow_empty,
+                                        pending_joins& pending, std::int64_t now, std::string& why);
+
+// Constant time (both sides hashed, CRYPTO_memcmp). Empty or unset on either side is
+// refused unless allow_empty.
+bool secret_matches(const std::optional<std::string>& mine, const std::optional<std::string>& theirs,
+                    bool allow_empty, std::string& why);
+
+// ---- join-reply -----------------------------------------------------------------------------
+struct cluster_identity {
+  std::string cluster_pem;
+  std::string cluster_pub_pem;
+  std::string aes;                                // Crypticle key string (.aes)
+  std::map<std::string, std::string> peers;       // id -> pub PEM
+};
+wire::value make_join_reply(const std::string& my_id, const crypto::rsa_key& my_priv, const join_request& j,
+                            const cluster_identity& ident);
+// J's side: sender == expected_from, to == me, token echo, sig with peer_pub, sealed parts
+// decrypt, cluster.pem matches the pinned cluster_pub, every peer id valid, J's own entry
+// (if present) is J's key.
+std::optional<cluster_identity> verify_join_reply(const wire::value& body, const std::string& my_id,
+                                                  const crypto::rsa_key& my_priv, const discover_reply_info& r,
+                                                  std::string& why);
+
+// ---- install (J's side) ---------------------------------------------------------------------
+// All-or-nothing: every part is checked first; then cluster.pem, cluster.pub, .aes and
+// peers/<id>.pub are created exclusively (a file already there with the same content is
+// kept, a different one is a refusal); on any failure every file this call created is
+// removed. `why` names the failure.
+result<void> install_identity(const std::filesystem::path& dir, const cluster_identity& ident, std::string& why);
+
+// Whether `dir` makes this master a member already (cluster.pem present).
+bool is_member_dir(const std::filesystem::path& dir);
+
+}  // namespace sylvite::cluster

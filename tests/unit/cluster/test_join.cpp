@@ -1,0 +1,297 @@
+// join: the discover/join handshake refuses what it must (signatures, tokens, recipients,
+// nonces, the cluster-key pin and endorsement, secrets, ids) and installs all-or-nothing.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "cluster/join.hpp"
+#include "core/crypto/crypticle.hpp"
+#include "core/util/files.hpp"
+#include "core/wire/msgpack.hpp"
+
+using namespace sylvite;
+using wire::value;
+namespace fs = std::filesystem;
+
+namespace {
+struct tmpdir {
+  fs::path p;
+  tmpdir() {
+    char tpl[] = "/tmp/sylvite-join-XXXXXX";
+    p = ::mkdtemp(tpl);
+  }
+  ~tmpdir() { fs::remove_all(p); }
+};
+
+crypto::rsa_key& key(int i) {
+  static crypto::rsa_key k[4] = {crypto::rsa_key::generate(1024).value(), crypto::rsa_key::generate(1024).value(),
+                                 crypto::rsa_key::generate(1024).value(), crypto::rsa_key::generate(1024).value()};
+  return k[i];
+}
+crypto::rsa_key& joiner() { return key(0); }
+crypto::rsa_key& peer() { return key(1); }
+crypto::rsa_key& ckey() { return key(2); }
+crypto::rsa_key& evil() { return key(3); }
+
+struct join_fixture : ::testing::Test {
+  const std::int64_t now = 1'800'000'000;
+  const std::string nonce = crypto::uuid4_hex();
+  cluster::pending_joins pending;
+  cluster::cluster_pin pin{crypto::sha256_hex(ckey().public_pem()), ""};
+  std::optional<std::string> secret = std::string("s3cret");
+
+  value discover(const std::string& id = "m4") {
+    return cluster::make_discover("c1", id, joiner().public_pem(), "127.0.0.1:4520", joiner(), nonce, now);
+  }
+  // Runs discover -> reply on P's side; returns the reply and J's view of it.
+  value reply(cluster::discover_info& d, const std::string& id = "m4") {
+    std::string why;
+    auto di = cluster::verify_discover(discover(id), "c1", "m1", now, why);
+    EXPECT_TRUE(di) << why;
+    d = *di;
+    const std::string tok = pending.add(d, now);
+    return cluster::make_discover_reply("m1", peer(), ckey(), d, tok);
+  }
+  cluster::discover_reply_info reply_info() {
+    cluster::discover_info d;
+    std::string why;
+    auto r = cluster::verify_discover_reply(reply(d), "m4", nonce, pin, why);
+    EXPECT_TRUE(r) << why;
+    return *r;
+  }
+  cluster::cluster_identity ident() {
+    cluster::cluster_identity i;
+    i.cluster_pem = ckey().private_pem();
+    i.cluster_pub_pem = ckey().public_pem();
+    i.aes = crypto::crypticle::generate_key_string();
+    i.peers["m1"] = peer().public_pem();
+    i.peers["m4"] = joiner().public_pem();
+    return i;
+  }
+};
+
+value with(value v, const std::string& k, value x) {
+  v[k] = std::move(x);
+  return v;
+}
+}  // namespace
+
+TEST_F(join_fixture, FullHandshakeAndInstall) {
+  auto r = reply_info();
+  EXPECT_EQ(r.from, "m1");
+  value j = cluster::make_join("m4", joiner(), r, "s3cret");
+  std::string why;
+  auto jr = cluster::verify_join(j, peer(), secret, false, pending, now + 1, why);
+  ASSERT_TRUE(jr) << why;
+  EXPECT_EQ(jr->from, "m4");
+  EXPECT_EQ(jr->addr, "127.0.0.1:4520");
+  auto id = ident();
+  value rep = cluster::make_join_reply("m1", peer(), *jr, id);
+  auto got = cluster::verify_join_reply(rep, "m4", joiner(), r, why);
+  ASSERT_TRUE(got) << why;
+  EXPECT_EQ(got->aes, id.aes);
+  EXPECT_EQ(got->peers.size(), 2u);
+  tmpdir t;
+  ASSERT_TRUE(cluster::install_identity(t.p / "cpki", *got, why)) << why;
+  EXPECT_TRUE(cluster::is_member_dir(t.p / "cpki"));
+  EXPECT_TRUE(fs::exists(t.p / "cpki/peers/m1.pub"));
+  EXPECT_TRUE(fs::exists(t.p / "cpki/peers/m4.pub"));
+  EXPECT_EQ(util::read_file(t.p / "cpki/.aes").value(), id.aes);
+  // Idempotent on identical content (shared dir already holding the files).
+  EXPECT_TRUE(cluster::install_identity(t.p / "cpki", *got, why)) << why;
+}
+
+TEST_F(join_fixture, DiscoverRefusals) {
+  std::string why;
+  value d = discover();
+  EXPECT_FALSE(cluster::verify_discover(d, "other", "m1", now, why));
+  EXPECT_EQ(why, "another cluster_id");
+  EXPECT_FALSE(cluster::verify_discover(d, "c1", "m1", now + 1000, why));
+  EXPECT_EQ(why, "stale discover");
+  EXPECT_FALSE(cluster::verify_discover(d, "c1", "m4", now, why));
+  EXPECT_EQ(why, "a discover from myself");
+  EXPECT_FALSE(cluster::verify_discover(with(d, "addr", value("10.9.9.9:1")), "c1", "m1", now, why));
+  EXPECT_EQ(why, "bad signature");
+  // A valid signature by another key than the one named in "pub".
+  value forged = cluster::make_discover("c1", "m4", joiner().public_pem(), "a:1", evil(), nonce, now);
+  EXPECT_FALSE(cluster::verify_discover(forged, "c1", "m1", now, why));
+  EXPECT_EQ(why, "bad signature");
+  for (const char* bad : {"../etc", "a/b", "..", ".hidden", ""}) {
+    value t = cluster::make_discover("c1", bad, joiner().public_pem(), "a:1", joiner(), nonce, now);
+    EXPECT_FALSE(cluster::verify_discover(t, "c1", "m1", now, why)) << bad;
+    EXPECT_EQ(why, "invalid peer id") << bad;
+  }
+}
+
+TEST_F(join_fixture, DiscoverReplyRefusals) {
+  cluster::discover_info d;
+  value r = reply(d);
+  std::string why;
+  EXPECT_FALSE(cluster::verify_discover_reply(r, "m5", nonce, pin, why));
+  EXPECT_EQ(why, "reply addressed to another master");
+  EXPECT_FALSE(cluster::verify_discover_reply(r, "m4", crypto::uuid4_hex(), pin, why));
+  EXPECT_EQ(why, "nonce not echoed");
+  EXPECT_FALSE(cluster::verify_discover_reply(r, "m4", nonce, {crypto::sha256_hex("other"), ""}, why));
+  EXPECT_EQ(why, "the cluster key does not match cluster_pub_fingerprint");
+  EXPECT_FALSE(cluster::verify_discover_reply(r, "m4", nonce, {"", evil().public_pem()}, why));
+  EXPECT_EQ(why, "the cluster key differs from cluster_pki_dir/cluster.pub");
+  EXPECT_FALSE(cluster::verify_discover_reply(r, "m4", nonce, {"", ""}, why));
+  EXPECT_EQ(why, "cannot pin the cluster key: set cluster_pub_fingerprint");
+  EXPECT_TRUE(cluster::verify_discover_reply(r, "m4", nonce, {"", ckey().public_pem()}, why)) << why;
+  // Tampered field -> bad signature by P.
+  EXPECT_FALSE(cluster::verify_discover_reply(with(r, "v", value(2)), "m4", nonce, pin, why));
+  EXPECT_EQ(why, "bad signature");
+  // Endorsed by a key that is not the cluster key (a non-member posing with the real cluster.pub).
+  value fake = cluster::make_discover_reply("m1", peer(), evil(), d, std::string(wire::get_text(r, "token").value()));
+  fake["cluster_pub"] = ckey().public_pem();
+  EXPECT_FALSE(cluster::verify_discover_reply(fake, "m4", nonce, pin, why));
+  EXPECT_EQ(why, "endorsement not signed by the cluster key (the peer is not a member)");
+  // Endorsement for another joiner cannot be reused.
+  value other = cluster::make_discover_reply("m1", peer(), ckey(), d, std::string(wire::get_text(r, "token").value()));
+  EXPECT_FALSE(cluster::verify_discover_reply(other, "m5", nonce, pin, why));
+  // An error reply is surfaced.
+  EXPECT_FALSE(cluster::verify_discover_reply(value{{"error", "not a member"}}, "m4", nonce, pin, why));
+  EXPECT_EQ(why, "refused by the peer: not a member");
+  // The fingerprint may be given salt-key -F style too.
+  EXPECT_TRUE(cluster::fingerprint_matches(ckey().public_pem(), crypto::pem_fingerprint(ckey().public_pem()).value()));
+}
+
+TEST_F(join_fixture, JoinRefusals) {
+  std::string why;
+  {  // tampered signature
+    auto r = reply_info();
+    value j = with(cluster::make_join("m4", joiner(), r, "s3cret"), "to", value("m2"));
+    EXPECT_FALSE(cluster::verify_join(j, peer(), secret, false, pending, now, why));
+    EXPECT_EQ(why, "bad signature");
+  }
+  {  // replayed token: consumed by the first join
+    auto r = reply_info();
+    value j = cluster::make_join("m4", joiner(), r, "s3cret");
+    ASSERT_TRUE(cluster::verify_join(j, peer(), secret, false, pending, now, why)) << why;
+    EXPECT_FALSE(cluster::verify_join(j, peer(), secret, false, pending, now, why));
+    EXPECT_EQ(why, "no pending join (unknown, used or expired token)");
+  }
+  {  // expired token
+    auto r = reply_info();
+    value j = cluster::make_join("m4", joiner(), r, "s3cret");
+    EXPECT_FALSE(cluster::verify_join(j, peer(), secret, false, pending, now + cluster::k_join_token_ttl_s + 1, why));
+    EXPECT_TRUE(why == "join token expired" || why.starts_with("no pending join")) << why;
+  }
+  {  // one pending per joiner: a second discover replaces the first token
+    auto r1 = reply_info();
+    auto r2 = reply_info();
+    EXPECT_EQ(pending.size(), 1u);
+    EXPECT_FALSE(cluster::verify_join(cluster::make_join("m4", joiner(), r1, "s3cret"), peer(), secret, false,
+                                      pending, now, why));
+    EXPECT_EQ(why, "wrong join token");
+    EXPECT_TRUE(cluster::verify_join(cluster::make_join("m4", joiner(), r2, "s3cret"), peer(), secret, false,
+                                     pending, now, why)) << why;
+  }
+  {  // wrong secret
+    auto r = reply_info();
+    EXPECT_FALSE(cluster::verify_join(cluster::make_join("m4", joiner(), r, "nope"), peer(), secret, false, pending,
+                                      now, why));
+    EXPECT_EQ(why, "wrong cluster_secret");
+  }
+  {  // signed by another key than the one pending since discover
+    auto r = reply_info();
+    EXPECT_FALSE(cluster::verify_join(cluster::make_join("m4", evil(), r, "s3cret"), peer(), secret, false, pending,
+                                      now, why));
+    EXPECT_EQ(why, "bad signature");
+  }
+  {  // empty secret: refused unless allowed
+    auto r = reply_info();
+    EXPECT_FALSE(cluster::verify_join(cluster::make_join("m4", joiner(), r, ""), peer(), std::string(), false,
+                                      pending, now, why));
+    EXPECT_TRUE(why.starts_with("empty or unset cluster_secret")) << why;
+    r = reply_info();
+    EXPECT_TRUE(cluster::verify_join(cluster::make_join("m4", joiner(), r, ""), peer(), std::nullopt, true, pending,
+                                     now, why)) << why;
+  }
+  {  // path-traversal id
+    value j = cluster::make_join("../m4", joiner(), reply_info(), "s3cret");
+    EXPECT_FALSE(cluster::verify_join(j, peer(), secret, false, pending, now, why));
+    EXPECT_EQ(why, "invalid peer id");
+  }
+}
+
+TEST_F(join_fixture, SecretCompare) {
+  std::string why;
+  EXPECT_TRUE(cluster::secret_matches(std::string("a"), std::string("a"), false, why));
+  EXPECT_FALSE(cluster::secret_matches(std::string("a"), std::string("ab"), false, why));
+  EXPECT_FALSE(cluster::secret_matches(std::nullopt, std::nullopt, false, why));
+  EXPECT_FALSE(cluster::secret_matches(std::string("a"), std::string(""), false, why));
+  EXPECT_TRUE(cluster::secret_matches(std::nullopt, std::string(""), true, why));
+  EXPECT_FALSE(cluster::secret_matches(std::string("a"), std::string(""), true, why));
+}
+
+TEST_F(join_fixture, PendingTableIsBounded) {
+  for (int i = 0; i < 200; ++i) {
+    cluster::discover_info d{"j" + std::to_string(i), "pem", "a:1", nonce};
+    pending.add(d, now);
+  }
+  EXPECT_LE(pending.size(), cluster::k_max_pending_joins);
+  cluster::discover_info d{"late", "pem", "a:1", nonce};
+  pending.add(d, now + 100);  // everything else expired
+  EXPECT_EQ(pending.size(), 1u);
+}
+
+TEST_F(join_fixture, JoinReplyRefusals) {
+  std::string why;
+  auto r = reply_info();
+  cluster::join_request jr{"m4", joiner().public_pem(), "a:1", r.token};
+  auto id = ident();
+  value rep = cluster::make_join_reply("m1", peer(), jr, id);
+  EXPECT_FALSE(cluster::verify_join_reply(with(rep, "from", value("m2")), "m4", joiner(), r, why));
+  EXPECT_EQ(why, "join-reply from a peer that was not asked");
+  EXPECT_FALSE(cluster::verify_join_reply(rep, "m5", joiner(), r, why));
+  EXPECT_EQ(why, "reply addressed to another master");
+  auto r2 = r;
+  r2.token = crypto::uuid4_hex();
+  EXPECT_FALSE(cluster::verify_join_reply(rep, "m4", joiner(), r2, why));
+  EXPECT_EQ(why, "token not echoed");
+  EXPECT_FALSE(cluster::verify_join_reply(with(rep, "v", value(7)), "m4", joiner(), r, why));
+  EXPECT_EQ(why, "bad signature");
+  // Sealed to another key: does not decrypt.
+  EXPECT_FALSE(cluster::verify_join_reply(rep, "m4", evil(), r, why));
+  EXPECT_EQ(why, "cluster key does not decrypt");
+  // A traversal id in the member list.
+  auto bad = id;
+  bad.peers["../x"] = peer().public_pem();
+  EXPECT_FALSE(cluster::verify_join_reply(cluster::make_join_reply("m1", peer(), jr, bad), "m4", joiner(), r, why));
+  EXPECT_EQ(why, "invalid peer id in the member list");
+  // Another cluster key than the pinned one.
+  auto other = id;
+  other.cluster_pem = evil().private_pem();
+  EXPECT_FALSE(cluster::verify_join_reply(cluster::make_join_reply("m1", peer(), jr, other), "m4", joiner(), r, why));
+  EXPECT_EQ(why, "the cluster key does not match the pinned cluster.pub");
+}
+
+TEST_F(join_fixture, InstallRollsBack) {
+  tmpdir t;
+  const fs::path dir = t.p / "cpki";
+  std::string why;
+  auto id = ident();
+  // peers/m4.pub already holds another key: nothing this call wrote stays behind.
+  ASSERT_TRUE(util::create_exclusive(dir / "peers" / "m4.pub", evil().public_pem()));
+  EXPECT_FALSE(cluster::install_identity(dir, id, why));
+  EXPECT_NE(why.find("already exists with other content"), std::string::npos) << why;
+  EXPECT_FALSE(fs::exists(dir / "cluster.pem"));
+  EXPECT_FALSE(fs::exists(dir / ".aes"));
+  EXPECT_FALSE(fs::exists(dir / "peers" / "m1.pub"));
+  EXPECT_TRUE(fs::exists(dir / "peers" / "m4.pub"));  // not ours: kept
+  // Traversal id: refused before writing anything.
+  tmpdir t2;
+  auto bad = id;
+  bad.peers["../../evil"] = peer().public_pem();
+  EXPECT_FALSE(cluster::install_identity(t2.p / "cpki", bad, why));
+  EXPECT_FALSE(fs::exists(t2.p / "cpki"));
+  EXPECT_FALSE(fs::exists(t2.p / "evil.pub"));
+  // Mismatched key pair: refused before writing.
+  auto mism = id;
+  mism.cluster_pub_pem = evil().public_pem();
+  EXPECT_FALSE(cluster::install_identity(t2.p / "cpki", mism, why));
+  EXPECT_FALSE(fs::exists(t2.p / "cpki"));
+}
