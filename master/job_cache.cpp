@@ -237,6 +237,10 @@ void job_cache::index_job(const std::string& jid, const fs::path& dir, bool fres
   e.used = now;
   if (!fresh) {
     e.nocache = ::access((dir / "nocache").c_str(), F_OK) == 0;
+    if (mode_ == write_mode::sync) {  // sync mode decides first-wins on disk: no id list
+      idx_.emplace(jid, std::move(e));
+      return;
+    }
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::string name = it->path().filename().string();
@@ -245,6 +249,23 @@ void job_cache::index_job(const std::string& jid, const fs::path& dir, bool fres
     }
   }
   idx_.emplace(jid, std::move(e));
+}
+
+bool job_cache::known_job(const std::string& jid, const fs::path& dir, bool& nocache) {
+  {
+    std::lock_guard lk(idx_mu_);
+    if (auto it = idx_.find(jid); it != idx_.end()) {
+      it->second.used = std::chrono::steady_clock::now();
+      nocache = it->second.nocache;
+      return true;
+    }
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  std::lock_guard lk(idx_mu_);
+  index_job(jid, dir, false);
+  nocache = idx_[jid].nocache;
+  return true;
 }
 
 fs::path job_cache::job_dir(const std::string& jid) const {
@@ -272,7 +293,7 @@ result<void> job_cache::save_load(const std::string& jid, const wire::value& loa
     }
     auto m = merge_minions(dir, minions);
     syncer_->note();
-    if (mode_ == write_mode::async) {
+    {
       // A new job has no returns yet (jid file created just now); an existing one is read.
       const bool fresh = static_cast<bool>(j);
       std::lock_guard lk(idx_mu_);
@@ -387,13 +408,15 @@ result<bool> job_cache::save_return_sync(const std::string& jid, const std::stri
       return util::errc::invalid_argument;
     }
     fs::path dir = job_dir(jid);
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
+    bool nocache = false;
+    if (!known_job(jid, dir, nocache)) {
       // As Salt: a return for a jid that is not in the cache is refused.
       spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
                     detail::printable(id), detail::printable(jid));
       return false;
     }
+    // The marker is checked on every return (it may be added after the job was indexed).
+    (void)nocache;
     if (::access((dir / "nocache").c_str(), F_OK) == 0) return false;
     wire::value rec = wire::value::object();
     if (ret_load.is_object()) {
@@ -403,6 +426,15 @@ result<bool> job_cache::save_return_sync(const std::string& jid, const std::stri
     // One mkdir (EEXIST when the minion returned before): no stat chain per return.
     const fs::path id_dir = dir / id;
     if (::mkdir(id_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      if (errno == ENOENT) {  // the job dir went away (cleaned, by us or another master)
+        {
+          std::lock_guard lk(idx_mu_);
+          idx_.erase(jid);
+        }
+        spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
+                      detail::printable(id), detail::printable(jid));
+        return false;
+      }
       spdlog::error("job cache: cannot create {}", id_dir.string());
       return util::errc::io_error;
     }

@@ -111,6 +111,8 @@ class job_cache {
   result<bool> save_return_sync(const std::string& jid, const std::string& id, const wire::value& ret_load);
   result<bool> save_return_async(const std::string& jid, const std::string& id, const wire::value& ret_load);
   void index_job(const std::string& jid, const std::filesystem::path& dir, bool fresh);
+  // Sync mode: (known, nocache) of a job from the index (no system call), else stat it.
+  bool known_job(const std::string& jid, const std::filesystem::path& dir, bool& nocache);
   void write_one(const pending_write& w);
   void run_writer();
 

@@ -145,7 +145,57 @@ result<void> write_file_atomic_nosync(const fs::path& p, std::string_view data, 
   return {};
 }
 
+namespace {
+// O_TMPFILE variant: an unnamed inode in p's directory, written, then linked as p
+// (linkat through /proc/self/fd, no privilege needed). No temp name to create and remove.
+// 1 = linked, 0 = p exists, -1 = not possible here (no O_TMPFILE/proc: use the temp
+// name), -2 = error.
+std::atomic<bool> tmpfile_unsupported{false};
+
+int create_exclusive_tmpfile(const fs::path& p, std::string_view data, unsigned mode) {
+#ifdef O_TMPFILE
+  if (tmpfile_unsupported.load(std::memory_order_relaxed)) return -1;
+  const fs::path dir = p.parent_path();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) tmpfile_unsupported = true;
+    return -1;  // also ENOENT (parent missing): the caller's path creates it
+  }
+  bool ok = write_all(fd, data) && ::fchmod(fd, mode) == 0;
+  if (!ok) {
+    ::close(fd);
+    return -2;
+  }
+  char proc[64];
+  std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  int rc = ::linkat(AT_FDCWD, proc, AT_FDCWD, p.c_str(), AT_SYMLINK_FOLLOW);
+  int err = errno;
+  ::close(fd);
+  if (rc == 0) return 1;
+  if (err == EEXIST) return 0;
+  if (err == ENOENT || err == EPERM || err == EOPNOTSUPP) {  // no /proc, or the fs refuses
+    tmpfile_unsupported = true;
+    return -1;
+  }
+  return -2;
+#else
+  (void)p, (void)data, (void)mode;
+  return -1;
+#endif
+}
+}  // namespace
+
 result<void> create_exclusive_nosync(const fs::path& p, std::string_view data, unsigned mode) {
+  switch (create_exclusive_tmpfile(p, data, mode)) {
+    case 1:
+      return {};
+    case 0:
+      return errc::already_exists;
+    case -2:
+      return errc::io_error;
+    default:
+      break;
+  }
   std::string tmp = write_temp(p, data, mode, false);
   if (tmp.empty()) {
     if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
