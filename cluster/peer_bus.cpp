@@ -23,6 +23,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/cluster_pki.hpp"
+#include "cluster/join.hpp"
+#include "core/util/files.hpp"
 #include "core/config/config.hpp"
 
 namespace sylvite::cluster {
@@ -77,6 +79,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   std::set<std::string> up_ids_;
   std::map<std::string, std::string> refusals_;          // peer -> last refusal (log once)
   nonce_cache nonces_;
+  pending_joins pending_;  // work_ thread only
   std::atomic<bool> stopping_{false};
   std::thread watcher_;
   std::mutex watch_mu_;
@@ -354,6 +357,8 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     auto cmd = wire::get_text(body, "cmd").value_or("");
     if (cmd == "cluster/hello") return on_hello(body, peer);
     if (cmd == "cluster/msg") return on_msg(body, peer);
+    if (cmd == "cluster/discover") return on_discover(body, peer);
+    if (cmd == "cluster/join") return on_join(body, peer);
     refuse_once(peer, "unknown command");
     return value{{"error", "unknown command"}};
   }
@@ -406,6 +411,126 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     return reply;
   }
 
+  // ---- joins (work_ thread) -------------------------------------------------------------------
+  value join_refused(const std::string& who, const std::string& why) {
+    spdlog::warn("cluster join from {} refused: {}", who, why);
+    return value{{"error", why}};
+  }
+
+  // This master's cluster key, if it is a member (cluster.pem readable, own peers/<id>.pub
+  // present and ours).
+  std::optional<crypto::rsa_key> member_key(std::string& why) {
+    auto pem = util::read_file(s_.pki_dir / "cluster.pem");
+    auto k = pem ? crypto::rsa_key::from_private_pem(*pem) : result<crypto::rsa_key>(pem.error());
+    auto own = peer_key(s_.pki_dir, s_.id);
+    if (!k || !own || own->public_pem() != s_.priv.public_pem()) {
+      why = "not a member (this master has not joined the cluster)";
+      return std::nullopt;
+    }
+    return std::move(*k);
+  }
+
+  value on_discover(const value& body, const std::string& peer) {
+    std::string why;
+    auto d = verify_discover(body, s_.cluster_id, s_.id, unix_now(), why);
+    const std::string who = d ? d->from + " (" + peer + ")" : peer;
+    if (!d) return join_refused(who, why);
+    auto ck = member_key(why);
+    if (!ck) return join_refused(who, why);
+    if (auto cur = peer_key(s_.pki_dir, d->from); cur && cur->public_pem() != crypto::rsa_key::from_public_pem(d->pub_pem)->public_pem())
+      return join_refused(who, "id '" + d->from + "' is used by another master key (cluster_pki_dir/peers/" + d->from + ".pub)");
+    const std::string token = pending_.add(*d, unix_now());  // work_ thread only: no lock
+    spdlog::info("cluster discover from {}: join token issued (expires in {} s)", who, k_join_token_ttl_s);
+    return make_discover_reply(s_.id, s_.priv, *ck, *d, token);
+  }
+
+  value on_join(const value& body, const std::string& peer) {
+    std::string why;
+    const std::string from = std::string(wire::get_text(body, "from").value_or(""));
+    const std::string who = (valid_peer_id(from) ? from : std::string("?")) + " (" + peer + ")";
+    auto j = verify_join(body, s_.priv, s_.secret, s_.allow_empty_secret, pending_, unix_now(), why);
+    if (!j) return join_refused(who, why);
+    if (!s_.secret || s_.secret->empty())
+      spdlog::critical("cluster join of {} accepted with an EMPTY cluster_secret (cluster_allow_empty_secret): anyone "
+                       "who reaches cluster_pool_port can join this cluster",
+                       who);
+    auto ck = member_key(why);
+    if (!ck) return join_refused(who, why);
+    cluster_identity ident;
+    auto pem = util::read_file(s_.pki_dir / "cluster.pem");
+    auto aes = read_aes(s_.pki_dir);
+    if (!pem || !aes) return join_refused(who, "cannot read cluster.pem/.aes");
+    ident.cluster_pem = *pem;
+    ident.cluster_pub_pem = ck->public_pem();
+    ident.aes = aes->key;
+    if (auto r = ensure_peer_key(s_.pki_dir, j->from, j->pub_pem); !r)
+      return join_refused(who, "cannot record peers/" + j->from + ".pub: " + r.error().message());
+    for (const auto& [id, k] : list_peer_keys(s_.pki_dir)) ident.peers[id] = k.public_pem();
+    ident.peers[j->from] = j->pub_pem;
+    value reply = make_join_reply(s_.id, s_.priv, *j, ident);
+    {
+      std::lock_guard lk(mu_);
+      if (auto k = crypto::rsa_key::from_public_pem(j->pub_pem)) keys_.insert_or_assign(j->from, std::move(*k));
+      learned_[j->from] = j->addr;
+    }
+    // Other peers record the new member (a shared dir already has the file).
+    value note = value::object();
+    note["id"] = j->from;
+    note["pub"] = j->pub_pem;
+    note["addr"] = j->addr;
+    broadcast_all("join", note);
+    watch_cv_.notify_all();
+    spdlog::info("master {} joined the cluster through this master ({} members)", who, ident.peers.size());
+    return reply;
+  }
+
+  void broadcast_all(const std::string& type, const value& body) {
+    std::vector<std::shared_ptr<link>> wake;
+    {
+      std::lock_guard lk(mu_);
+      for (auto& [a, l] : links_)
+        if (enqueue(*l, type, body)) wake.push_back(l);
+    }
+    for (auto& l : wake) poke(l);
+  }
+
+  // Membership messages the bus handles itself.
+  bool on_membership(const std::string& from, const peer_message& m) {
+    if (m.type == "join") {
+      auto id = std::string(wire::get_text(m.body, "id").value_or(""));
+      auto pub = std::string(wire::get_text(m.body, "pub").value_or(""));
+      auto addr = std::string(wire::get_text(m.body, "addr").value_or(""));
+      if (!valid_peer_id(id) || id == s_.id || !crypto::rsa_key::from_public_pem(pub)) {
+        spdlog::warn("cluster join note from {} malformed; ignored", from);
+        return true;
+      }
+      if (auto r = ensure_peer_key(s_.pki_dir, id, pub); !r) {
+        spdlog::error("cluster join note from {}: cannot record peers/{}.pub: {}", from, id, r.error().message());
+        return true;
+      }
+      {
+        std::lock_guard lk(mu_);
+        if (!addr.empty() && addr.size() <= 300) learned_[id] = addr;
+      }
+      watch_cv_.notify_all();
+      spdlog::info("master {} joined the cluster (through {})", id, from);
+      return true;
+    }
+    if (m.type == "leave") {
+      auto id = std::string(wire::get_text(m.body, "id").value_or(""));
+      if (!valid_peer_id(id) || id == from) return true;
+      if (id == s_.id) {
+        spdlog::warn("cluster peer {} removed this master from the cluster", from);
+        return true;
+      }
+      (void)util::remove_file(s_.pki_dir / "peers" / (id + ".pub"));
+      watch_cv_.notify_all();
+      spdlog::info("master {} was removed from the cluster (by {})", id, from);
+      return true;
+    }
+    return false;
+  }
+
   value on_msg(const value& body, const std::string& peer) {
     auto lid = std::string(wire::get_text(body, "link").value_or(""));
     std::shared_ptr<crypto::crypticle> key;
@@ -433,6 +558,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     }
     for (const auto& m : *msgs) {
       try {
+        if (on_membership(from, m)) continue;
         handler_(from, m.type, m.body);
       } catch (const std::exception& e) {
         spdlog::error("cluster message {} from {} failed: {}", m.type, from, e.what());
@@ -537,6 +663,88 @@ value peer_bus::status() const {
 std::vector<std::string> peer_bus::linked_peers() const {
   std::lock_guard lk(impl_->mu_);
   return {impl_->up_ids_.begin(), impl_->up_ids_.end()};
+}
+
+// ---- joiner side --------------------------------------------------------------------------------
+namespace {
+struct join_run {
+  const join_settings* s;
+  std::string* why;
+  result<bool> out = false;
+};
+
+awaitable<void> join_co(join_run* run) {
+  const join_settings& s = *run->s;
+  std::string& why = *run->why;
+  auto ex = co_await asio::this_coro::executor;
+  cluster_pin pin;
+  pin.fingerprint = s.fingerprint;
+  if (auto shared = util::read_file(s.pki_dir / "cluster.pub")) pin.shared_pub_pem = *shared;
+  std::vector<std::string> skipped;
+  for (const auto& addr : s.peers) {
+    auto a = config::parse_master_address(addr, s.default_port);
+    if (!a) {
+      skipped.push_back(addr + ": cannot parse the address");
+      continue;
+    }
+    auto client = transport::req_client::create(
+        ex, transport::endpoint{a->host, static_cast<std::uint16_t>(a->port), {}}, s.topt);
+    const std::string nonce = crypto::uuid4_hex();
+    auto r = co_await client->request(
+        make_discover(s.cluster_id, s.id, s.priv.public_pem(), s.advertise, s.priv, nonce, unix_now()), s.timeout);
+    if (!r) {
+      skipped.push_back(addr + ": " + r.error().message());
+      client->close();
+      continue;
+    }
+    if (auto e = wire::get_text(*r, "error"); e && (e->starts_with("not a member") || *e == "a discover from myself")) {
+      skipped.push_back(addr + ": " + std::string(*e));
+      client->close();
+      continue;
+    }
+    auto dr = verify_discover_reply(*r, s.id, nonce, pin, why);
+    if (!dr) {
+      why = "discover via " + addr + ": " + why;
+      client->close();
+      run->out = result<bool>(boost::system::in_place_error, boost::system::errc::make_error_code(boost::system::errc::permission_denied));
+      co_return;
+    }
+    auto jr = co_await client->request(make_join(s.id, s.priv, *dr, s.secret.value_or("")), s.timeout);
+    client->close();
+    if (!jr) {
+      why = "join via " + addr + ": " + jr.error().message();
+      run->out = result<bool>(boost::system::in_place_error, jr.error());
+      co_return;
+    }
+    auto ident = verify_join_reply(*jr, s.id, s.priv, *dr, why);
+    if (!ident) {
+      why = "join via " + addr + " (" + dr->from + "): " + why;
+      run->out = result<bool>(boost::system::in_place_error, boost::system::errc::make_error_code(boost::system::errc::permission_denied));
+      co_return;
+    }
+    if (auto ir = install_identity(s.pki_dir, *ident, why); !ir) {
+      why = "installing the cluster identity into " + s.pki_dir.string() + ": " + why;
+      run->out = result<bool>(boost::system::in_place_error, ir.error());
+      co_return;
+    }
+    spdlog::info("joined cluster {} through {} ({}): {} members", s.cluster_id, dr->from, addr, ident->peers.size());
+    run->out = true;
+    co_return;
+  }
+  why.clear();
+  for (const auto& x : skipped) why += (why.empty() ? "" : "; ") + x;
+  run->out = false;
+}
+}  // namespace
+
+result<bool> join_cluster(const join_settings& s, std::string& why) {
+  asio::io_context io;
+  join_run run{&s, &why};
+  asio::co_spawn(io, join_co(&run), asio::detached);
+  io.run();
+  if (!run.out) spdlog::critical("cluster join refused: {}", why);
+  else if (!*run.out) spdlog::warn("cluster join: no configured peer is a reachable member ({})", why);
+  return run.out;
 }
 
 }  // namespace sylvite::cluster

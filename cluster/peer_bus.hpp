@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,29 @@ struct bus_settings {
   std::size_t batch = 256;               // messages per request
   std::chrono::milliseconds request_timeout{10000};
   transport::options topt;
+  // Joins accepted on the pool port (cluster/discover, cluster/join; cluster/join.hpp).
+  std::optional<std::string> secret;     // cluster_secret
+  bool allow_empty_secret = false;       // cluster_allow_empty_secret
 };
+
+// Joiner side: discover/join through the configured peers, one at a time, before the bus
+// starts; installs the cluster identity into pki_dir all-or-nothing.
+struct join_settings {
+  std::string id;
+  std::string cluster_id;
+  std::string advertise;                 // "host:port" this master's bus will listen on
+  std::vector<std::string> peers;        // cluster_peers
+  std::uint16_t default_port = 4520;
+  std::filesystem::path pki_dir;         // cluster_pki_dir (local or shared)
+  crypto::rsa_key priv;                  // this master's own key
+  std::optional<std::string> secret;
+  std::string fingerprint;               // cluster_pub_fingerprint
+  std::chrono::milliseconds timeout{5000};
+  transport::options topt;
+};
+// true: joined (files installed); false: no peer was a reachable member; error: refused
+// (the reason is logged and in `why`), nothing installed.
+result<bool> join_cluster(const join_settings& s, std::string& why);
 
 class peer_bus {
  public:

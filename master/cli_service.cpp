@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <list>
 #include <set>
 #include <thread>
 
 #include "master/master.hpp"
 #include "master/runners.hpp"
+#include "cluster/cluster_pki.hpp"
+#include "core/util/files.hpp"
 
 namespace sylvite::master {
 
@@ -338,6 +341,48 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
       return;
     }
     out->reply(value{{"return", cluster_status()}, {"retcode", 0}});
+    return;
+  }
+  if (*fun == "cluster.remove") {
+    // Remove a master from the cluster: tell the peers, delete peers/<id>.pub (the buses
+    // close its links), rotate the cluster AES key so it cannot read new publishes.
+    if (!clustered()) {
+      out->reply(value{{"return", "This master is not in a cluster (cluster_id is not set)"}, {"retcode", 1}});
+      return;
+    }
+    std::string id;
+    if (const value* a = wire::find(body, "arg"); a && a->is_array() && !a->empty()) {
+      if (auto t = wire::as_text((*a)[0])) id = std::string(*t);
+    }
+    if (const value* k = wire::find(body, "kwarg"); id.empty() && k && k->is_object()) {
+      id = std::string(wire::get_text(*k, "id").value_or(""));
+    }
+    if (!cluster::valid_peer_id(id)) {
+      out->reply(value{{"return", "usage: salt-run cluster.remove <master id> (a valid id)"}, {"retcode", 1}});
+      return;
+    }
+    if (id == cfg_.id) {
+      out->reply(value{{"return", "cannot remove this master itself; run it on another master"}, {"retcode", 1}});
+      return;
+    }
+    namespace fs = std::filesystem;
+    const fs::path p = *cfg_.cluster_pki_dir / "peers" / (id + ".pub");
+    std::error_code ec;
+    if (!fs::exists(p, ec)) {
+      out->reply(value{{"return", "no cluster peer '" + id + "' (" + p.string() + " does not exist)"}, {"retcode", 1}});
+      return;
+    }
+    if (peers_) peers_->broadcast("leave", value{{"id", id}});
+    if (auto r = util::remove_file(p); !r) {
+      out->reply(value{{"return", "cannot remove " + p.string() + ": " + r.error().message()}, {"retcode", 1}});
+      return;
+    }
+    spdlog::warn("cluster peer {} removed by salt-run cluster.remove", id);
+    const bool rotated = static_cast<bool>(rotate_aes("cluster.remove " + id));
+    value ret = value::object();
+    ret["removed"] = id;
+    ret["aes_rotated"] = rotated;
+    out->reply(value{{"return", ret}, {"retcode", rotated ? 0 : 1}});
     return;
   }
   const value* a = wire::find(body, "arg");

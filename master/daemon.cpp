@@ -81,7 +81,33 @@ std::string bind_host(const config::master_config& cfg) {
 }  // namespace
 
 int run_master(const config::master_config& cfg) {
-  auto core_r = master_core::create(cfg);
+  // Not yet a member with cluster_secret set: join through cluster_peers first.
+  master_core::cluster_joiner joiner;
+  if (cfg.cluster_id && cfg.cluster_pki_dir) {
+    joiner = [&cfg](const crypto::rsa_key& own) -> result<bool> {
+      cluster::join_settings js;
+      js.id = cfg.id;
+      js.cluster_id = *cfg.cluster_id;
+      const std::string host = bind_host(cfg);
+      const bool wildcard = host == "0.0.0.0" || host == "::" || host.empty();
+      js.advertise = (wildcard ? cfg.id : host) + ":" + std::to_string(cfg.cluster_pool_port);
+      js.peers = cfg.cluster_peers;
+      js.default_port = static_cast<std::uint16_t>(cfg.cluster_pool_port);
+      js.pki_dir = *cfg.cluster_pki_dir;
+      js.priv = own;
+      js.secret = cfg.cluster_secret;
+      js.fingerprint = cfg.cluster_pub_fingerprint.value_or("");
+      js.topt.max_frame_size = static_cast<std::size_t>(cfg.max_message_size);
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string why;
+      auto r = cluster::join_cluster(js, why);
+      if (r && *r)
+        spdlog::info("cluster join took {} ms",
+                     std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+      return r;
+    };
+  }
+  auto core_r = master_core::create(cfg, joiner);
   if (!core_r) {
     spdlog::critical("salt-master cannot start: {}", core_r.error().message());
     return 1;
@@ -140,6 +166,8 @@ int run_master(const config::master_config& cfg) {
     bs.pki_dir = *cfg.cluster_pki_dir;
     bs.priv = core->own_keys().priv();
     bs.topt = topt;
+    bs.secret = cfg.cluster_secret;
+    bs.allow_empty_secret = cfg.cluster_allow_empty_secret;
     bus = std::make_unique<cluster::peer_bus>(
         io, std::move(bs),
         [core](const std::string& from, const std::string& type, const value& body) {

@@ -14,6 +14,7 @@
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
 #include "cluster/cluster_pki.hpp"
+#include "cluster/join.hpp"
 #include "master/master_sign.hpp"
 
 namespace sylvite::master {
@@ -32,6 +33,10 @@ master_core::master_core(config::master_config cfg)
       accepted_(keys_) {}
 
 result<std::unique_ptr<master_core>> master_core::create(config::master_config cfg) {
+  return create(std::move(cfg), cluster_joiner{});
+}
+
+result<std::unique_ptr<master_core>> master_core::create(config::master_config cfg, const cluster_joiner& join) {
   for (const auto& d : {cfg.pki_dir, cfg.cachedir, cfg.sock_dir, cfg.cachedir / "sessions", cfg.cachedir / "jobs",
                         cfg.cachedir / "minions"}) {
     auto r = util::make_dirs(d, 0700);
@@ -66,6 +71,28 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     if (auto r = util::make_dirs(cdir, 0700); !r) {
       spdlog::critical("cannot create cluster_pki_dir {}: {}", cdir.string(), r.error().message());
       return r.error();
+    }
+    if (join && (m->cfg_.cluster_secret || m->cfg_.cluster_pub_fingerprint) && !m->cfg_.cluster_peers.empty() &&
+        !cluster::is_member_dir(cdir)) {
+      // Not a member yet (no cluster.pem): join through cluster_peers (docs/cluster.md,
+      // "Joining and leaving"). A refusal stops the start; no reachable member means a new
+      // cluster (bootstrap) unless cluster_pub_fingerprint says the cluster key exists.
+      auto jr = join(m->own_.priv());
+      if (!jr) {
+        spdlog::critical("cannot join cluster {}: refused (see above); not starting", *m->cfg_.cluster_id);
+        return jr.error();
+      }
+      if (!*jr) {
+        if (m->cfg_.cluster_pub_fingerprint) {
+          spdlog::critical(
+              "cannot join cluster {}: no peer in cluster_peers is a reachable member, and cluster_pub_fingerprint "
+              "pins an existing cluster key; not starting",
+              *m->cfg_.cluster_id);
+          return boost::system::errc::make_error_code(boost::system::errc::host_unreachable);
+        }
+        spdlog::warn("no peer in cluster_peers is a reachable member of cluster {}: starting it (bootstrap)",
+                     *m->cfg_.cluster_id);
+      }
     }
     if (auto r = cluster::ensure_peer_key(cdir, m->cfg_.id, m->own_.priv().public_pem()); !r) {
       if (r.error() == cluster::errc::peer_key_mismatch) {

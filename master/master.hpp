@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -107,7 +108,13 @@ class master_core {
  public:
   // Creates dirs (pki_dir, cachedir, cachedir/sessions, sock_dir: 0700), loads or
   // generates master.pem/.pub, makes the first AES key.
+  // Joins a running cluster (cluster/join.hpp) with this master's own key: true joined,
+  // false no configured peer is a reachable member; an error is a refusal (logged).
+  using cluster_joiner = std::function<result<bool>(const crypto::rsa_key& own)>;
   static result<std::unique_ptr<master_core>> create(config::master_config cfg);
+  // With a joiner: when cluster_secret or cluster_pub_fingerprint is set and cluster_pki_dir
+  // holds no cluster.pem yet, join through cluster_peers before serving.
+  static result<std::unique_ptr<master_core>> create(config::master_config cfg, const cluster_joiner& join);
   ~master_core();
 
   void set_pub_sink(pub_sink* sink) { sink_ = sink; }

@@ -450,6 +450,7 @@ void visit_master(master_config& c, V& v) {
   v.integer("health_port", c.health_port, 0, 65535);
   v.opt_string("cluster_secret", c.cluster_secret);
   v.opt_string("cluster_pub_fingerprint", c.cluster_pub_fingerprint);
+  v.boolean("cluster_allow_empty_secret", c.cluster_allow_empty_secret);
 }
 
 template <class V>

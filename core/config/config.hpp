@@ -97,6 +97,8 @@ struct master_config {
   bool job_cache_async = false;         // sylvite: ack returns before they are written (loses them on a crash)
   std::optional<std::string> cluster_secret;
   std::optional<std::string> cluster_pub_fingerprint;
+  // sylvite: accept joins with an empty/unset cluster_secret (loud warning). Default refuses.
+  bool cluster_allow_empty_secret = false;
   wire::value raw = wire::value::object();  // every option after merge (defaults included)
 };
 

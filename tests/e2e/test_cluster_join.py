@@ -1,0 +1,128 @@
+"""Issue 7, on loopback: a fourth master joins a running three-master cluster through the
+discover/join handshake gated by cluster_secret (its own local cluster_pki_dir, the cluster
+key pinned by cluster_pub_fingerprint, the shared cachedir); refusals (wrong secret, empty
+secret, wrong fingerprint, a "../" id, a peer that is not a member) are logged with the
+reason on the refusing side and leave no file in the joiner's cluster_pki_dir; salt-run
+cluster.remove drops it everywhere and, after cluster_secret is rotated, its re-join with
+the old secret is refused.
+"""
+import hashlib
+import json
+import re
+import time
+
+import pytest
+
+from clusterlab import LocalCluster
+from sylvite_harness import free_port, wait_for
+
+SECRET = "join-s3cret"
+
+
+@pytest.fixture
+def cluster(env):
+    c = LocalCluster(env, cluster_secret=SECRET, start=False)
+    c.start_masters()
+    yield c
+    c.close()
+
+
+def fingerprint(cluster) -> str:
+    return hashlib.sha256((cluster.shared / "pki" / "cluster.pub").read_bytes()).hexdigest()
+
+
+def make_joiner(env, cluster, name="cm4", secret=SECRET, fp=None, via="cm1", **opts):
+    port = free_port()
+    m = env.master(name, root_dir="/", cluster_id="sylvite-test",
+                   cluster_peers=[f"127.0.0.1:{cluster.pool_ports[via]}"], cluster_pool_port=port,
+                   cluster_pki_dir=str(env.root / name / "cpki"), cachedir=str(cluster.shared / "cache"),
+                   cluster_secret=secret, cluster_pub_fingerprint=fp if fp is not None else fingerprint(cluster),
+                   file_roots={"base": [str(cluster.shared / "srv" / "salt")]},
+                   pillar_roots={"base": [str(cluster.shared / "srv" / "pillar")]}, **opts)
+    m.pool_port = port
+    return m
+
+
+def logs(m) -> str:
+    p = m.root / "master.log"
+    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
+
+
+def peers_of(m) -> dict:
+    r = m.salt_run("cluster.peers", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {p["id"]: p["state"] for p in json.loads(r.stdout)["peers"] if p["id"]}
+
+
+def refused(cluster, joiner, reason, on="cm1"):
+    joiner.start()
+    wait_for(lambda: not joiner.proc.alive(), 30, f"{joiner.name} to give up")
+    assert joiner.proc.p.returncode != 0
+    acceptor = cluster.masters[cluster.names.index(on)]
+    if reason is not None:
+        wait_for(lambda: re.search(r"cluster join from .* refused: " + re.escape(reason), logs(acceptor)), 10,
+                 f"{on} to log the refusal '{reason}'")
+    cpki = joiner.root / "cpki"
+    left = [p for p in cpki.rglob("*") if p.is_file()] if cpki.exists() else []
+    assert left == [], left
+    return logs(joiner)
+
+
+def test_join_then_remove_then_rejoin_refused(env, cluster):
+    j = make_joiner(env, cluster)
+    t0 = time.monotonic()
+    j.start()
+    j.wait_ready()
+    took = time.monotonic() - t0
+    m = re.search(r"cluster join took (\d+) ms", logs(j))
+    assert m, logs(j)
+    print(f"\njoin handshake: {m.group(1)} ms (process start to ready: {took:.2f} s)")
+    assert int(m.group(1)) < 1000
+    cpki = j.root / "cpki"
+    assert (cpki / "cluster.pub").read_text() == (cluster.shared / "pki" / "cluster.pub").read_text()
+    assert (cpki / ".aes").read_text().strip() == (cluster.shared / "pki" / ".aes").read_text().strip()
+    assert sorted(p.name for p in (cpki / "peers").iterdir()) == ["cm1.pub", "cm2.pub", "cm3.pub", "cm4.pub"]
+    assert (cluster.shared / "pki" / "peers" / "cm4.pub").read_text() == (j.pki_dir / "master.pub").read_text()
+    # every master links to the new one, and it to every master
+    for m_ in cluster.masters:
+        wait_for(lambda: peers_of(m_).get("cm4") == "up", 30, f"{m_.name} to link to cm4")
+    wait_for(lambda: all(peers_of(j).get(n) == "up" for n in cluster.names), 30, "cm4 to link to every master")
+    # a second start is a plain member start (no join)
+    # leave: salt-run cluster.remove on another master
+    r = cluster.masters[1].salt_run("cluster.remove", "cm4", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["removed"] == "cm4" and out["aes_rotated"] is True, out
+    assert not (cluster.shared / "pki" / "peers" / "cm4.pub").exists()
+    for m_ in cluster.masters:
+        wait_for(lambda: peers_of(m_).get("cm4") in (None, "removed"), 15, f"{m_.name} to drop cm4")
+    assert (cluster.shared / "pki" / ".aes").read_text().strip() != (cpki / ".aes").read_text().strip()
+    j.stop()
+    # rotate cluster_secret on the members (edit + restart), then the old secret is refused
+    for m_ in cluster.masters:
+        m_.opts["cluster_secret"] = "rotated-secret"
+        m_.write_config()
+        m_.stop()
+    cluster.start_masters()
+    j2 = make_joiner(env, cluster, name="cm5", secret=SECRET)
+    refused(cluster, j2, "wrong cluster_secret")
+
+
+def test_refusals_leave_nothing_behind(env, cluster):
+    refused(cluster, make_joiner(env, cluster, name="cw1", secret="not-the-secret"), "wrong cluster_secret")
+    out = refused(cluster, make_joiner(env, cluster, name="cw2", secret=""),
+                  "empty or unset cluster_secret")
+    assert "empty or unset cluster_secret" in out
+    out = refused(cluster, make_joiner(env, cluster, name="cw3", fp="00" * 32), None)
+    assert "the cluster key does not match cluster_pub_fingerprint" in out
+    # a peer id that would escape peers/: refused by the acceptor before any file is named
+    bad = make_joiner(env, cluster, name="cw4")
+    bad.opts["id"] = "../evil"
+    bad.write_config()
+    bad.start()
+    wait_for(lambda: not bad.proc.alive(), 30, "the ../ joiner to give up")
+    assert not list((cluster.shared / "pki").glob("evil*"))
+    assert not (cluster.shared / "pki" / "peers" / "../evil.pub").exists()
+    # a master that is not a member (its own peers/<id>.pub is gone) cannot accept a join
+    (cluster.shared / "pki" / "peers" / "cm3.pub").unlink()
+    refused(cluster, make_joiner(env, cluster, name="cw5", via="cm3"), "not a member", on="cm3")
