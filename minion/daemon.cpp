@@ -53,6 +53,13 @@
 #include "minion/masters.hpp"
 #include "minion/return_queue.hpp"
 
+// GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames when a
+// coroutine is inlined into its caller (seen with -O2 and with the sanitizer flags): Asio's
+// awaitable_frame_base pairs its own operator new/delete. clang is silent.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 namespace sylvite::minion {
 
 namespace asio = boost::asio;
