@@ -151,6 +151,28 @@ std::string pending_joins::add(const discover_info& d, std::int64_t now) {
   return e.token;
 }
 
+const pending_joins::entry* pending_joins::peek(const std::string& id, const std::string& token, std::int64_t now,
+                                                std::string& why) {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return why = "no pending join (unknown, used or expired token)", nullptr;
+  if (it->second.expires <= now) {
+    by_id_.erase(it);
+    return why = "join token expired", nullptr;
+  }
+  if (!crypto::constant_time_equal(it->second.token, token)) return why = "wrong join token", nullptr;
+  return &it->second;
+}
+
+bool pending_joins::fresh_nonce(const std::string& nonce, std::int64_t now) {
+  std::erase_if(nonces_, [now](const auto& kv) { return kv.second <= now; });
+  if (nonces_.count(nonce)) return false;
+  if (nonces_.size() >= 4096) nonces_.erase(std::min_element(nonces_.begin(), nonces_.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second;
+  }));
+  nonces_.emplace(nonce, now + 2 * k_discover_window_s);
+  return true;
+}
+
 std::optional<pending_joins::entry> pending_joins::take(const std::string& id, const std::string& token,
                                                         std::int64_t now, std::string& why) {
   auto it = by_id_.find(id);
@@ -264,12 +286,14 @@ std::optional<join_request> verify_join(const value& body, const crypto::rsa_key
   if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
   join_request j{text(body, "from"), {}, {}, text(body, "token")};
   if (!valid_peer_id(j.from)) return why = "invalid peer id", std::nullopt;
-  auto e = pending.take(j.from, j.token, now, why);
+  const auto* pe = pending.peek(j.from, j.token, now, why);
+  if (!pe) return std::nullopt;
+  auto pub = crypto::rsa_key::from_public_pem(pe->pub_pem);
+  if (!pub || !check_sig(body, *pub)) return why = "bad signature", std::nullopt;  // token kept
+  auto e = pending.take(j.from, j.token, now, why);  // single use from here on
   if (!e) return std::nullopt;
   j.pub_pem = e->pub_pem;
   j.addr = e->addr;
-  auto pub = crypto::rsa_key::from_public_pem(j.pub_pem);
-  if (!pub || !check_sig(body, *pub)) return why = "bad signature", std::nullopt;
   const value* sv = wire::find(body, "secret");
   auto enc = sv ? wire::as_bytes(*sv) : std::nullopt;
   std::optional<std::string> theirs;
@@ -398,6 +422,9 @@ result<void> install_identity(const fs::path& dir, const cluster_identity& ident
       continue;
     }
     if (c.error() == util::errc::already_exists) {
+      // A shared cluster_pki_dir already holds the cluster's current AES key (it may have
+      // been rotated since the reply was made): the file wins, the master reads it.
+      if (it.path == dir / ".aes") continue;
       auto cur = util::read_file(it.path);
       if (cur && same_pem(*cur, it.data)) continue;  // already there, same content
       why = it.path.string() + " already exists with other content";
@@ -417,9 +444,9 @@ result<void> install_identity(const fs::path& dir, const cluster_identity& ident
   return {};
 }
 
-bool is_member_dir(const fs::path& dir) {
+bool is_member_dir(const fs::path& dir, const std::string& id) {
   std::error_code ec;
-  return fs::exists(dir / "cluster.pem", ec);
+  return valid_peer_id(id) && fs::exists(dir / "cluster.pem", ec) && fs::exists(dir / "peers" / (id + ".pub"), ec);
 }
 
 }  // namespace sylvite::cluster

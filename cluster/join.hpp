@@ -71,11 +71,18 @@ class pending_joins {
   // Consume the pending join of `id` if `token` matches and has not expired. A consumed,
   // expired or unknown token is refused (why set). A wrong token does not consume.
   std::optional<entry> take(const std::string& id, const std::string& token, std::int64_t now, std::string& why);
+  // The pending join `take` would return, without consuming it (a join whose signature
+  // does not verify must not burn the joiner's token: the token travels in the clear).
+  const entry* peek(const std::string& id, const std::string& token, std::int64_t now, std::string& why);
+  // Records a discover's nonce; false if it was seen within the discover window (a
+  // replayed discover must not replace the joiner's pending token). Bounded.
+  bool fresh_nonce(const std::string& nonce, std::int64_t now);
   std::size_t size() const { return by_id_.size(); }
 
  private:
   void expire(std::int64_t now);
   std::map<std::string, entry> by_id_;
+  std::map<std::string, std::int64_t> nonces_;  // nonce -> forget after
 };
 
 // ---- discover-reply -------------------------------------------------------------------------
@@ -146,7 +153,9 @@ std::optional<cluster_identity> verify_join_reply(const wire::value& body, const
 // removed. `why` names the failure.
 result<void> install_identity(const std::filesystem::path& dir, const cluster_identity& ident, std::string& why);
 
-// Whether `dir` makes this master a member already (cluster.pem present).
-bool is_member_dir(const std::filesystem::path& dir);
+// Whether `dir` makes master `id` a member already: cluster.pem and peers/<id>.pub are
+// there. A shared cluster_pki_dir without peers/<id>.pub (a new master on the cluster's
+// shared file system) is not membership: that master joins through the handshake too.
+bool is_member_dir(const std::filesystem::path& dir, const std::string& id);
 
 }  // namespace sylvite::cluster

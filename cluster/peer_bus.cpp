@@ -446,6 +446,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     if (!ck) return join_refused(who, why);
     if (auto cur = peer_key(s_.pki_dir, d->from); cur && cur->public_pem() != crypto::rsa_key::from_public_pem(d->pub_pem)->public_pem())
       return join_refused(who, "id '" + d->from + "' is used by another master key (cluster_pki_dir/peers/" + d->from + ".pub)");
+    if (!pending_.fresh_nonce(d->nonce, unix_now())) return join_refused(who, "replayed discover (nonce seen before)");
     const std::string token = pending_.add(*d, unix_now());  // work_ thread only: no lock
     spdlog::info("cluster discover from {}: join token issued (expires in {} s)", who, k_join_token_ttl_s);
     return make_discover_reply(s_.id, s_.priv, *ck, *d, token);
@@ -686,9 +687,11 @@ awaitable<void> join_co(join_run* run) {
   auto ex = co_await asio::this_coro::executor;
   cluster_pin pin;
   pin.fingerprint = s.fingerprint;
-  if (auto shared = util::read_file(s.pki_dir / "cluster.pub")) pin.shared_pub_pem = *shared;
   std::vector<std::string> skipped;
   for (const auto& addr : s.peers) {
+    // A shared cluster_pki_dir may get its cluster.pub while we try the peers (a cluster
+    // bootstrapping): read it for every attempt.
+    if (auto shared = util::read_file(s.pki_dir / "cluster.pub")) pin.shared_pub_pem = *shared;
     auto a = config::parse_master_address(addr, s.default_port);
     if (!a) {
       skipped.push_back(addr + ": cannot parse the address");

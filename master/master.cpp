@@ -73,7 +73,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       return r.error();
     }
     if (join && (m->cfg_.cluster_secret || m->cfg_.cluster_pub_fingerprint) && !m->cfg_.cluster_peers.empty() &&
-        !cluster::is_member_dir(cdir)) {
+        !cluster::is_member_dir(cdir, m->cfg_.id)) {
       // Not a member yet (no cluster.pem): join through cluster_peers (docs/cluster.md,
       // "Joining and leaving"). A refusal stops the start; no reachable member means a new
       // cluster (bootstrap) unless cluster_pub_fingerprint says the cluster key exists.

@@ -52,6 +52,19 @@ def haproxy_cfg(lb_host: str, pub_port: int, req_port: int, masters, stats_sock:
     return "\n".join(lines) + "\n"
 
 
+def haproxy_stat(stats_sock) -> list[dict]:
+    """`show stat` from an HAProxy admin socket as dicts (pxname, svname, status, scur...)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(stats_sock))
+        s.sendall(b"show stat\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    lines = data.decode().strip().splitlines()
+    header = lines[0].lstrip("# ").split(",")
+    return [dict(zip(header, ln.split(","))) for ln in lines[1:] if ln]
+
+
 class LocalCluster:
     def __init__(self, env, n=3, cluster_id="sylvite-test", start=True, **master_opts):
         self.env = env
@@ -108,15 +121,7 @@ class LocalCluster:
 
     def stat(self) -> list[dict]:
         """`show stat` from the stats socket as dicts (pxname, svname, status, scur...)."""
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(self.stats))
-            s.sendall(b"show stat\n")
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
-        lines = data.decode().strip().splitlines()
-        header = lines[0].lstrip("# ").split(",")
-        return [dict(zip(header, ln.split(","))) for ln in lines[1:] if ln]
+        return haproxy_stat(self.stats)
 
     def server_status(self, backend: str) -> dict:
         return {r["svname"]: r for r in self.stat() if r["pxname"] == backend and r["svname"] not in

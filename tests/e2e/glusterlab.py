@@ -95,7 +95,7 @@ class GlusterLab:
     mounted everywhere), dead (names of hosts given to kill_node)."""
 
     def __init__(self, lab: NetLab, hosts: list[Host], volume: str = "sylvite", *,
-                 allow_clients: bool = True, timeout: float = 120):
+                 allow_clients: bool = True, timeout: float = 120, clients: list[Host] = ()):
         if len(hosts) != 3:
             raise ValueError("a replica-3 volume needs exactly three hosts")
         reason = gluster_available()
@@ -103,6 +103,7 @@ class GlusterLab:
             raise RuntimeError(reason)
         self.lab = lab
         self.hosts = list(hosts)
+        self.clients = list(clients)  # hosts allowed to mount the volume without a brick (mount_client)
         self.volume = volume
         self.timeout = timeout
         self.mounts: dict[str, Path] = {}
@@ -202,7 +203,7 @@ class GlusterLab:
         first = self.hosts[0]
         argv = ["bash", str(DEPLOY / "create-volume.sh"), "--force", "--sock", str(self.sock(first))]
         if allow_clients:
-            argv += ["--allow", ",".join(h.ip for h in self.hosts)]
+            argv += ["--allow", ",".join(h.ip for h in self.hosts + self.clients)]
         argv += [self.volume, str(self.state / "bricks" / "%h" / "brick")] + [h.ip for h in self.hosts]
         # The operator script calls plain `gluster`: a wrapper keeps the CLI's log out of
         # /var/log/glusterfs.
@@ -217,13 +218,22 @@ class GlusterLab:
             raise RuntimeError(f"create-volume.sh failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         self.create_output = r.stdout
 
-    def _mount(self, host: Host):
+    def mount_client(self, host: Host) -> Path:
+        """Mounts the volume on a host that has no brick (one of `clients`): a new master
+        joining the cluster. Unmounted by close()."""
+        if host not in self.clients:
+            raise ValueError(f"{host.name} is not in clients (the volume's auth.allow)")
+        self._mount(host, server=self.hosts[0])
+        return self.mounts[host.name]
+
+    def _mount(self, host: Host, server: Host | None = None):
         mnt = self.state / "mnt" / host.name
-        others = [h.ip for h in self.hosts if h is not host]
+        server = server or host
+        others = [h.ip for h in self.hosts if h is not server]
         log = self.node_dir(host) / "log" / "mount.log"
         r = subprocess.run(["nsenter", f"--net=/run/netns/{host.ns}", "bash", str(DEPLOY / "mount.sh"),
                             "--backup", ":".join(others), "--options", f"log-file={log}",
-                            self.volume, host.ip, str(mnt)],
+                            self.volume, server.ip, str(mnt)],
                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=self.timeout)
         if r.returncode != 0 or str(mnt) not in _fuse_mounts_under(str(mnt)):
             raise RuntimeError(f"mount on {host.name} failed ({r.returncode}): {r.stdout}{r.stderr}"
@@ -351,7 +361,7 @@ class GlusterLab:
         sig = signal.SIGTERM
         while True:
             left = []
-            for h in self.hosts:
+            for h in self.hosts + self.clients:
                 try:
                     left += self.node_pids(h)
                 except Exception:

@@ -8,96 +8,19 @@ HAProxy in a fourth namespace, minions in a fifth that know only the load balanc
      job -> no return a minion got acknowledged is lost: every return is in the job cache.
 """
 import json
-import os
 import re
-import socket
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from clusterlab import HAPROXY, haproxy_cfg
-from glusterlab import GlusterLab, gluster_available
+from glusterlab import gluster_available
+from multihostlab import MultiHostCluster, onboard as _onboard, ping, wait_ping  # noqa: F401
 from netlab import NetLab
-from sylvite_harness import wait_for
 
 why_skip = gluster_available()
 pytestmark = pytest.mark.skipif(why_skip is not None, reason=why_skip or "")
 
 MINIONS = [f"gx{i}" for i in range(1, 7)]
-
-
-class MultiHostCluster:
-    def __init__(self, env, lab):
-        self.env = env
-        self.hosts = [lab.host(f"m{i}") for i in (1, 2, 3)]
-        self.lb_host = lab.host("lb")
-        self.mhost = lab.host("minions")
-        self.gl = GlusterLab(lab, self.hosts)
-        self.gl.__enter__()
-        self.masters = []
-        for h in self.hosts:
-            mnt = self.gl.mounts[h.name]
-            for d in ("pki/cluster", "cache", "srv/salt", "srv/pillar"):
-                (mnt / d).mkdir(parents=True, exist_ok=True)
-            peers = [o.ip for o in self.hosts if o is not h]
-            m = env.master(h.name, host=h, root_dir="/", cluster_id="gx", cluster_peers=peers,
-                           cluster_pki_dir=str(mnt / "pki" / "cluster"), cachedir=str(mnt / "cache"),
-                           file_roots={"base": [str(mnt / "srv" / "salt")]},
-                           pillar_roots={"base": [str(mnt / "srv" / "pillar")]})
-            self.masters.append(m)
-        for m in self.masters:
-            m.start()
-        for m in self.masters:
-            m.wait_ready(timeout=60)
-        self.lb_dir = env.root / "haproxy"
-        self.lb_dir.mkdir()
-        self.stats = self.lb_dir / "stats.sock"
-        cfg = self.lb_dir / "haproxy.cfg"
-        cfg.write_text(haproxy_cfg(self.lb_host.ip, 4505, 4506,
-                                   [(m.name, m.host.ip, 4505, 4506) for m in self.masters], self.stats))
-        r = subprocess.run([HAPROXY, "-c", "-f", str(cfg)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-        self.lb_log = open(self.lb_dir / "haproxy.out", "ab")
-        self.lb = self.lb_host.popen([HAPROXY, "-db", "-f", str(cfg)], stdout=self.lb_log, stderr=subprocess.STDOUT)
-        wait_for(lambda: self.mhost.can_connect(self.lb_host.ip, 4506), 20, "haproxy to listen")
-
-    def server_status(self, backend):
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(self.stats))
-            s.sendall(b"show stat\n")
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
-        lines = data.decode().strip().splitlines()
-        header = lines[0].lstrip("# ").split(",")
-        rows = [dict(zip(header, ln.split(","))) for ln in lines[1:] if ln]
-        return {r["svname"]: r for r in rows if r["pxname"] == backend and r["svname"] not in ("FRONTEND", "BACKEND")}
-
-    def minions(self, names):
-        out = []
-        for n in names:
-            mn = self.env.minion(n, self.masters[0], host=self.mhost, acceptance_wait_time=1, random_reauth_delay=1,
-                                 return_retry_timer=2, return_retry_timer_max=3, return_retry_tries=5)
-            mn.write_config(master=self.lb_host.ip, master_port=4506)
-            out.append(mn.start())
-        return out
-
-    def close(self):
-        try:
-            if self.lb.poll() is None:
-                os.killpg(self.lb.pid, 9)
-                self.lb.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-        self.lb_log.close()
-        for m in self.masters:
-            try:
-                m.kill()
-            except Exception:
-                pass
-        self.gl.close()
 
 
 @pytest.fixture
@@ -110,23 +33,8 @@ def mh(env):
             c.close()
 
 
-def ping(master, names, t=5):
-    out = master.salt_json("gx*", "test.ping", "-t", str(t))
-    return {k: v for k, v in out.items() if k in names}
-
-
-def wait_ping(master, names, timeout=120):
-    return wait_for(lambda: ping(master, names) == {n: True for n in names}, timeout,
-                    f"{names} to answer test.ping from {master.name}", interval=1)
-
-
 def onboard(mh, names=MINIONS):
-    mh.minions(names)
-    m1 = mh.masters[0]
-    wait_for(lambda: set(names) <= set(m1.keys().get("minions_pre", [])), 90, "minion keys pending")
-    assert m1.salt_key("-A", "-y").returncode == 0
-    for m in mh.masters:
-        wait_ping(m, names)
+    _onboard(mh, names)
 
 
 def test_master_killed_minions_move_through_the_load_balancer(env, mh):

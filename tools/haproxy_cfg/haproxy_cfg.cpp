@@ -18,6 +18,9 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/wait.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 #include <csignal>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -34,12 +38,6 @@ namespace sylvite::haproxy_cfg {
 namespace {
 
 bool wildcard(const std::string& h) { return h.empty() || h == "0.0.0.0" || h == "::" || h == "*"; }
-
-std::string server_name(const std::string& host) {
-  std::string n;
-  for (char c : host) n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-  return n;
-}
 
 bool safe_token(const std::string& s) {
   // Values written into haproxy.cfg unquoted: no blanks, quotes, comments or controls.
@@ -54,6 +52,12 @@ boost::system::result<output, std::string> fail(std::string why) {
 }
 
 }  // namespace
+
+std::string server_name(const std::string& host) {
+  std::string n;
+  for (char c : host) n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return n;
+}
 
 std::string haproxy_address(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return fmt::format("ipv6@{}:{}", host, port);
@@ -285,6 +289,102 @@ check_result check_with_haproxy(const std::string& file, const std::string& hapr
   r.valid = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && r.output.empty()) r.output = "cannot run " + bin;
   return r;
+}
+
+// ---- runtime API ----------------------------------------------------------------------------------
+namespace {
+std::string server_args(const config::master_config& cfg, const master_server& m, int port) {
+  std::string a = haproxy_address(m.host, port) + " check";
+  if (cfg.health_port > 0) a += fmt::format(" port {}", cfg.health_port);
+  return a;
+}
+}  // namespace
+
+std::vector<std::string> config_lines(const config::master_config& cfg, const master_server& m,
+                                      const runtime_backends& b) {
+  return {fmt::format("backend {}:    server {} {}", b.publish, m.name, server_args(cfg, m, cfg.publish_port)),
+          fmt::format("backend {}:    server {} {}", b.request, m.name, server_args(cfg, m, cfg.ret_port))};
+}
+
+boost::system::result<std::vector<std::string>, std::string> runtime_add_commands(const config::master_config& cfg,
+                                                                                  const master_server& m,
+                                                                                  const runtime_backends& b) {
+  using R = boost::system::result<std::vector<std::string>, std::string>;
+  if (m.name.empty() || server_name(m.name) != m.name) return R(boost::system::in_place_error, "bad server name '" + m.name + "'");
+  if (!safe_token(m.host) || wildcard(m.host)) return R(boost::system::in_place_error, "bad server address '" + m.host + "'");
+  if (!safe_token(b.publish) || !safe_token(b.request)) return R(boost::system::in_place_error, "bad backend name");
+  // default-server of render() (dynamic servers do not inherit it in HAProxy 2.6).
+  const std::string dflt = "inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions";
+  std::vector<std::string> out;
+  for (const auto& [be, port] : {std::pair{b.publish, cfg.publish_port}, std::pair{b.request, cfg.ret_port}}) {
+    out.push_back(fmt::format("add server {}/{} {} {}", be, m.name, server_args(cfg, m, port), dflt));
+    out.push_back(fmt::format("enable health {}/{}", be, m.name));
+    out.push_back(fmt::format("enable server {}/{}", be, m.name));
+  }
+  return out;
+}
+
+std::vector<std::string> runtime_remove_commands(const std::string& name, const runtime_backends& b) {
+  std::vector<std::string> out;
+  for (const auto& be : {b.publish, b.request}) {
+    out.push_back(fmt::format("disable server {}/{}", be, name));
+    out.push_back(fmt::format("shutdown sessions server {}/{}", be, name));
+    out.push_back(fmt::format("del server {}/{}", be, name));
+  }
+  return out;
+}
+
+boost::system::result<std::vector<std::string>, std::string> runtime_send(const std::string& socket,
+                                                                         const std::vector<std::string>& commands) {
+  using R = boost::system::result<std::vector<std::string>, std::string>;
+  std::vector<std::string> answers;
+  sockaddr_un sa{};
+  if (socket.empty() || socket.size() >= sizeof sa.sun_path)
+    return R(boost::system::in_place_error, "bad admin socket path '" + socket + "'");
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, socket.data(), socket.size());
+  for (const auto& c : commands) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return R(boost::system::in_place_error, std::string("socket: ") + std::strerror(errno));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      std::string e = std::strerror(errno);
+      ::close(fd);
+      return R(boost::system::in_place_error, "cannot connect to " + socket + ": " + e);
+    }
+    const timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const std::string line = c + "\n";
+    std::size_t off = 0;
+    while (off < line.size()) {
+      auto n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        return R(boost::system::in_place_error, "cannot send '" + c + "' to " + socket);
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    std::string ans;
+    char buf[4096];
+    for (;;) {
+      auto n = ::recv(fd, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      ans.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    while (!ans.empty() && (ans.back() == '\n' || ans.back() == ' ')) ans.pop_back();
+    // HAProxy answers success with nothing or an informational line; errors name
+    // themselves (no such server, unknown command, permission denied, ...).
+    static const char* const bad[] = {"No such", "Unknown", "unknown", "Permission denied", "error", "Error",
+                                      "not found", "Require", "cannot", "Cannot", "Invalid", "invalid",
+                                      "Unable", "unable", "Only supported", "not supported", "Already exists",
+                                      "already exists"};
+    for (const char* b : bad)
+      if (ans.find(b) != std::string::npos) return R(boost::system::in_place_error, "'" + c + "': " + ans);
+    answers.push_back(std::move(ans));
+  }
+  return answers;
 }
 
 }  // namespace sylvite::haproxy_cfg

@@ -56,6 +56,34 @@ boost::system::result<output, std::string> render(const config::master_config& c
 // "host:port" in HAProxy's address syntax (IPv6 literals as ipv6@addr:port).
 std::string haproxy_address(const std::string& host, int port);
 
+// ---- runtime API (HAProxy >= 2.6 admin socket): add or remove one master live --------------
+// Backends as render() names them; tests and hand-written configs pass their own.
+struct runtime_backends {
+  std::string publish = "salt_publish_masters";
+  std::string request = "salt_request_masters";
+};
+// The commands that add master `m` to both backends of a running HAProxy: `add server`
+// (dynamic servers do not inherit default-server, so the check settings of render() are
+// spelled out), then `enable health` and `enable server` (a new server starts in
+// maintenance). Errors (as text): a bad server name or address.
+boost::system::result<std::vector<std::string>, std::string> runtime_add_commands(const config::master_config& cfg,
+                                                                                  const master_server& m,
+                                                                                  const runtime_backends& b = {});
+// The commands that take it out again: `disable server` (maintenance: no new
+// connections), `shutdown sessions server` (its minions reconnect to the others at
+// once), `del server`.
+std::vector<std::string> runtime_remove_commands(const std::string& name, const runtime_backends& b = {});
+// The `server` lines to add to haproxy.cfg by hand for master `m`, one per backend.
+std::vector<std::string> config_lines(const config::master_config& cfg, const master_server& m,
+                                      const runtime_backends& b = {});
+// Sends each command on the admin socket (one connection per command, as HAProxy closes
+// it after a reply). Returns HAProxy's answer per command; an error (as text) if the
+// socket cannot be used or HAProxy answers a command with an error, naming the command.
+boost::system::result<std::vector<std::string>, std::string> runtime_send(const std::string& socket,
+                                                                         const std::vector<std::string>& commands);
+// A safe HAProxy server name from a master id or host (what render() does to hosts).
+std::string server_name(const std::string& s);
+
 struct check_result {
   bool ran = false;    // false: no haproxy binary found (nothing checked)
   bool valid = false;  // haproxy -c exit status 0

@@ -4,6 +4,13 @@
 // Exit codes: 0 written (and valid, or haproxy absent), 1 bad master configuration or
 // options, 2 usage, 3 haproxy rejected the configuration (its message on stderr),
 // 4 cannot write the output.
+// Runtime mode (HAProxy >= 2.6, admin socket): --add-server NAME --server-address HOST
+// adds one master (a joined cluster member) to both backends of a running load balancer;
+// --remove-server NAME takes one out (disable, close its sessions, delete). Exit 5 when
+// the runtime API refuses or cannot be reached; for --add-server the exact haproxy.cfg
+// lines to add by hand are printed then.
+//   sylvite-haproxy-cfg -c /etc/salt --stats-socket /run/haproxy/admin.sock
+//       --add-server master4 --server-address 10.0.0.14   (one command line)
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -48,7 +55,24 @@ int main(int argc, char** argv) {
   app.add_option("--log", log_target, "syslog target for `log` (default /dev/log; 'none' = no logging)");
   app.add_option("--haproxy", haproxy_bin, "haproxy binary for the check (default: haproxy on PATH)");
   app.add_flag("--no-check", no_check, "Do not run haproxy -c");
+  std::string add_server, server_address, remove_server;
+  hc::runtime_backends be;
+  app.add_option("--add-server", add_server, "Runtime: add this master (server name) to the running HAProxy");
+  app.add_option("--server-address", server_address, "Runtime: the added master's address (with --add-server)");
+  app.add_option("--remove-server", remove_server, "Runtime: take this server out of the running HAProxy");
+  app.add_option("--publish-backend", be.publish, "Runtime: publish backend name (default salt_publish_masters)");
+  app.add_option("--request-backend", be.request, "Runtime: request backend name (default salt_request_masters)");
   CLI11_PARSE(app, argc, argv);
+  if (!remove_server.empty()) {
+    auto r = hc::runtime_send(o.stats_socket, hc::runtime_remove_commands(remove_server, be));
+    if (!r) {
+      std::cerr << "sylvite-haproxy-cfg: " << r.error() << "\n";
+      return 5;
+    }
+    std::cerr << "sylvite-haproxy-cfg: removed " << remove_server << " from " << be.publish << " and " << be.request
+              << "; remove its `server` lines from haproxy.cfg too\n";
+    return 0;
+  }
   if (lb_pub) o.lb_publish_port = lb_pub;
   if (lb_ret) o.lb_ret_port = lb_ret;
   o.log_target = log_target == "none" ? "" : log_target;
@@ -57,6 +81,27 @@ int main(int argc, char** argv) {
   if (!cfg) {
     std::cerr << "sylvite-haproxy-cfg: " << cfg.error().message << "\n";
     return 1;
+  }
+  if (!add_server.empty()) {
+    if (server_address.empty()) {
+      std::cerr << "sylvite-haproxy-cfg: --add-server needs --server-address\n";
+      return 2;
+    }
+    const hc::master_server m{add_server, server_address};
+    auto cmds = hc::runtime_add_commands(*cfg, m, be);
+    if (!cmds) {
+      std::cerr << "sylvite-haproxy-cfg: " << cmds.error() << "\n";
+      return 1;
+    }
+    auto r = hc::runtime_send(o.stats_socket, *cmds);
+    if (!r) {
+      std::cerr << "sylvite-haproxy-cfg: " << r.error() << "\nadd these lines to haproxy.cfg and reload HAProxy:\n";
+      for (const auto& l : hc::config_lines(*cfg, m, be)) std::cerr << "  " << l << "\n";
+      return 5;
+    }
+    std::cerr << "sylvite-haproxy-cfg: added " << add_server << " (" << server_address << ") to " << be.publish
+              << " and " << be.request << "; add it to haproxy.cfg too (regenerate it) so a reload keeps it\n";
+    return 0;
   }
   auto r = hc::render(*cfg, o);
   if (!r) {

@@ -95,12 +95,19 @@ TEST_F(join_fixture, FullHandshakeAndInstall) {
   EXPECT_EQ(got->peers.size(), 2u);
   tmpdir t;
   ASSERT_TRUE(cluster::install_identity(t.p / "cpki", *got, why)) << why;
-  EXPECT_TRUE(cluster::is_member_dir(t.p / "cpki"));
+  EXPECT_TRUE(cluster::is_member_dir(t.p / "cpki", "m4"));
+  EXPECT_FALSE(cluster::is_member_dir(t.p / "cpki", "m9"));  // shared dir, no peers/m9.pub: joins
+  EXPECT_FALSE(cluster::is_member_dir(t.p / "cpki", "../cpki/peers/m4"));
   EXPECT_TRUE(fs::exists(t.p / "cpki/peers/m1.pub"));
   EXPECT_TRUE(fs::exists(t.p / "cpki/peers/m4.pub"));
   EXPECT_EQ(util::read_file(t.p / "cpki/.aes").value(), id.aes);
   // Idempotent on identical content (shared dir already holding the files).
   EXPECT_TRUE(cluster::install_identity(t.p / "cpki", *got, why)) << why;
+  // A shared dir whose .aes was rotated after the reply was made keeps its own key.
+  auto newer = crypto::crypticle::generate_key_string();
+  ASSERT_TRUE(util::write_file_atomic(t.p / "cpki/.aes", newer, 0600));
+  EXPECT_TRUE(cluster::install_identity(t.p / "cpki", *got, why)) << why;
+  EXPECT_EQ(util::read_file(t.p / "cpki/.aes").value(), newer);
 }
 
 TEST_F(join_fixture, DiscoverRefusals) {
@@ -160,11 +167,20 @@ TEST_F(join_fixture, DiscoverReplyRefusals) {
 
 TEST_F(join_fixture, JoinRefusals) {
   std::string why;
-  {  // tampered signature
+  {  // tampered signature: refused, and the joiner's token survives it (it travels in the clear)
     auto r = reply_info();
     value j = with(cluster::make_join("m4", joiner(), r, "s3cret"), "to", value("m2"));
     EXPECT_FALSE(cluster::verify_join(j, peer(), secret, false, pending, now, why));
     EXPECT_EQ(why, "bad signature");
+    EXPECT_TRUE(cluster::verify_join(cluster::make_join("m4", joiner(), r, "s3cret"), peer(), secret, false, pending,
+                                     now, why)) << why;
+  }
+  {  // a replayed discover nonce is refused (it would replace the joiner's pending token)
+    cluster::pending_joins p;
+    EXPECT_TRUE(p.fresh_nonce("n1", now));
+    EXPECT_FALSE(p.fresh_nonce("n1", now + 10));
+    EXPECT_TRUE(p.fresh_nonce("n2", now + 10));
+    EXPECT_TRUE(p.fresh_nonce("n1", now + 2 * cluster::k_discover_window_s + 1));  // forgotten after the window
   }
   {  // replayed token: consumed by the first join
     auto r = reply_info();

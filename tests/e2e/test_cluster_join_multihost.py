@@ -1,0 +1,184 @@
+"""Issue 7 in network namespaces: three masters (m1..m3) on a real GlusterFS replica-3
+volume behind a real HAProxy, six minions through the load balancer. A fourth master
+(m4, its own namespace, a client mount of the volume) joins with cluster_id,
+cluster_secret and one peer through the discover/join handshake; HAProxy gets it live
+through the runtime API (sylvite-haproxy-cfg --add-server); new minions land on it; its
+jobs reach every minion and jobs.lookup_jid agrees on all four masters.
+
+Then the documented removal, without restarting anyone: HAProxy drops it
+(--remove-server), it stops, `cluster_pki_dir/peers/m4.pub` is deleted -> the three
+drop it; the cluster AES key is rotated (Salt's drop file) -> a publish captured on the
+wire no longer decrypts with the key m4 held, and does with the new one.
+"""
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from glusterlab import gluster_available
+from multihostlab import MultiHostCluster, onboard, shared_opts, wait_ping
+from netlab import NetLab
+from sylvite_harness import BIN, wait_for
+
+why_skip = gluster_available()
+pytestmark = pytest.mark.skipif(why_skip is not None, reason=why_skip or "")
+
+SECRET = "gj-join-secret"
+MINIONS = [f"gj{i}" for i in range(1, 7)]
+LATE = ["gj7", "gj8"]
+HAPCFG = BIN / "sylvite-haproxy-cfg"
+
+
+@pytest.fixture
+def mh(env):
+    with NetLab() as lab:
+        j = lab.host("m4")
+        c = MultiHostCluster(env, lab, cluster_id="gj", clients=[j], cluster_secret=SECRET)
+        c.jhost = j
+        try:
+            yield c
+        finally:
+            c.close()
+
+
+def logs(m) -> str:
+    p = m.root / "master.log"
+    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
+
+
+def peers_of(m) -> dict:
+    r = m.salt_run("cluster.peers", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {p["id"]: p["state"] for p in json.loads(r.stdout)["peers"] if p["id"]}
+
+
+def lookup(m, jid) -> dict:
+    r = m.salt_run("jobs.lookup_jid", jid, "--out", "json", timeout=60)
+    try:
+        return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def hapcfg(mh, *args):
+    r = subprocess.run([str(HAPCFG), "--stats-socket", str(mh.stats), "--publish-backend", mh.PUBLISH_BACKEND,
+                        "--request-backend", mh.REQUEST_BACKEND, *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+# Subscribes to the load balancer's publish port as an unidentified connection (it gets
+# broadcast publishes, e.g. grain targets) and tries each AES key on every frame.
+SUBSCRIBER = r"""
+import json, socket, sys, msgpack, salt.crypt
+host, port, old, new = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+s = socket.create_connection((host, port), timeout=60)
+print("connected", flush=True)
+u = msgpack.Unpacker(raw=False)
+while True:
+    data = s.recv(65536)
+    if not data:
+        break
+    u.feed(data)
+    for frame in u:
+        body = msgpack.unpackb(frame["body"], raw=True)  # Salt packs "load" as a raw str
+        out = {}
+        for name, key in (("old", old), ("new", new)):
+            try:
+                load = salt.crypt.Crypticle({}, key).loads(body[b"load"])
+                out[name] = {"jid": load.get("jid"), "fun": load.get("fun")}
+            except Exception as e:
+                out[name] = "refused: " + type(e).__name__
+        print(json.dumps(out), flush=True)
+"""
+
+
+def test_join_serve_then_leave(env, mh):
+    onboard(mh, MINIONS, pattern="gj*")
+    m1, m2, m3 = mh.masters
+    pki = mh.gl.mounts["m1"] / "pki" / "cluster"
+    assert not (pki / "peers" / "m4.pub").exists()
+
+    # --- join: the minimal config (id, cluster_id, one peer, cluster_pki_dir, cluster_secret, cachedir)
+    mnt = mh.gl.mount_client(mh.jhost)
+    j = env.master("m4", host=mh.jhost, root_dir="/", cluster_id="gj", cluster_peers=[m2.host.ip],
+                   cluster_secret=SECRET, **shared_opts(mnt))
+    t0 = time.monotonic()
+    j.start()
+    j.wait_ready(timeout=60)
+    m = re.search(r"cluster join took (\d+) ms", logs(j))
+    assert m, logs(j)
+    print(f"\nm4 joined in {m.group(1)} ms (process start to ready {time.monotonic() - t0:.2f} s)")
+    assert re.search(r"master m4 \(.*\) joined the cluster through this master", logs(m2)), logs(m2)
+    assert (pki / "peers" / "m4.pub").read_text() == (j.pki_dir / "master.pub").read_text()
+    for x in mh.masters:
+        wait_for(lambda: peers_of(x).get("m4") == "up", 30, f"{x.name} to link to m4")
+    wait_for(lambda: all(peers_of(j).get(x.name) == "up" for x in mh.masters), 30, "m4 to link to every master")
+
+    # its jobs reach every minion at once (forwarded to the masters they are connected to)
+    wait_ping(j, MINIONS, pattern="gj*")
+
+    # --- the load balancer gets m4 live; new minions land on it (leastconn: it has none)
+    hapcfg(mh, "-c", str(j.conf_dir), "--add-server", "m4", "--server-address", mh.jhost.ip)
+    wait_for(lambda: mh.server_status(mh.PUBLISH_BACKEND).get("m4", {}).get("status") == "UP", 30,
+             "HAProxy to mark m4 up")
+    mh.minions(LATE)
+    wait_for(lambda: set(LATE) <= set(j.keys().get("minions_pre", [])), 90, "late minion keys pending on m4")
+    assert j.salt_key("-A", "-y").returncode == 0
+    wait_for(lambda: int(mh.server_status(mh.PUBLISH_BACKEND)["m4"]["scur"]) >= 1, 60,
+             "a minion's publish connection on m4")
+    everyone = MINIONS + LATE
+    for x in [j] + mh.masters:
+        wait_ping(x, everyone, pattern="gj*")
+
+    # a job from m4: every return in the shared job cache, the same answer on all four
+    r = j.salt("--async", "gj*", "test.echo", "joined")
+    assert r.returncode == 0, r.stdout + r.stderr
+    jid = re.search(r"\b(\d{20})\b", r.stdout).group(1)
+    want = {n: "joined" for n in everyone}
+    for x in [j] + mh.masters:
+        wait_for(lambda: lookup(x, jid) == want, 60, f"jobs.lookup_jid {jid} on {x.name}", interval=1)
+
+    # --- leave (documented steps, no restart): load balancer, stop, delete peers/m4.pub
+    old_aes = (pki / ".aes").read_text().strip()
+    hapcfg(mh, "--remove-server", "m4")
+    assert "m4" not in mh.server_status(mh.PUBLISH_BACKEND)
+    j.stop()
+    (pki / "peers" / "m4.pub").unlink()
+    for x in mh.masters:
+        wait_for(lambda: peers_of(x).get("m4") in (None, "removed"), 15, f"{x.name} to drop m4")
+    # the minions that were on m4 come back through the load balancer
+    for x in mh.masters:
+        wait_ping(x, everyone, pattern="gj*")
+
+    # --- rotate the cluster AES key (Salt's drop file) -> m4's key no longer decrypts publishes
+    (mnt / "cache" / ".dfn").touch()
+    wait_for(lambda: (pki / ".aes").read_text().strip() != old_aes, 30, "the cluster AES key to rotate")
+    new_aes = (pki / ".aes").read_text().strip()
+    wait_ping(m1, everyone, pattern="gj*", timeout=120)  # minions re-authenticated
+    sub = mh.mhost.popen([sys.executable, "-c", SUBSCRIBER, mh.lb_host.ip, "4505", old_aes, new_aes],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert sub.stdout.readline().strip() == "connected"
+        time.sleep(1)
+        r = m1.salt("--async", "-G", "id:gj*", "test.ping")  # grain target: broadcast
+        assert r.returncode == 0, r.stdout + r.stderr
+        jid = re.search(r"\b(\d{20})\b", r.stdout).group(1)
+        seen = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and seen is None:
+            line = sub.stdout.readline()
+            if not line:
+                break
+            out = json.loads(line)
+            if isinstance(out["new"], dict) and out["new"].get("jid") == jid:
+                seen = out
+        assert seen is not None, f"the publish of {jid} was not seen on the wire; stderr: {sub.stderr.read()}"
+        assert seen["new"]["fun"] == "test.ping"
+        assert seen["old"] == "refused: AuthenticationError", seen
+    finally:
+        sub.kill()
+        sub.wait(timeout=10)
