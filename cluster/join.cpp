@@ -323,6 +323,9 @@ value make_join_reply(const std::string& my_id, const crypto::rsa_key& my_priv, 
   value peers = value::object();
   for (const auto& [id, pem] : ident.peers) peers[id] = pem;
   m["peers"] = std::move(peers);
+  value addrs = value::object();
+  for (const auto& [id, a] : ident.addrs) addrs[id] = a;
+  m["addrs"] = std::move(addrs);
   sign_into(m, my_priv);
   return m;
 }
@@ -359,6 +362,17 @@ std::optional<cluster_identity> verify_join_reply(const value& body, const std::
     if (!valid_peer_id(id)) return why = "invalid peer id in the member list", std::nullopt;
     if (!t || !crypto::rsa_key::from_public_pem(*t)) return why = "bad key for peer " + id, std::nullopt;
     ident.peers[id] = std::string(*t);
+  }
+  // Bus addresses (optional): only of listed members, printable, bounded; others ignored.
+  if (const value* av = wire::find(body, "addrs"); av && av->is_object()) {
+    for (auto it = av->begin(); it != av->end(); ++it) {
+      auto t = wire::as_text(it.value());
+      const std::string id = it.key();
+      if (!t || id == my_id || !ident.peers.count(id) || t->empty() || t->size() > 300) continue;
+      if (std::any_of(t->begin(), t->end(), [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }))
+        continue;
+      ident.addrs[id] = std::string(*t);
+    }
   }
   auto pit = ident.peers.find(r.from);
   if (pit == ident.peers.end() || !same_pem(pit->second, r.peer_pub_pem))

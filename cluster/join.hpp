@@ -21,7 +21,7 @@
 //           secret and compares it constant-time with its own.
 //   P -> J  {cmd: "cluster/join-reply", v: 1, from: P, to: J, token, cluster_key: sealed
 //            cluster.pem, aes: sealed .aes key, peers: {id: pub PEM} of every member
-//            (J included), sig by P}
+//            (J included), addrs: {id: "host:port"} bus addresses P knows, sig by P}
 //           sealed = {k: OAEP(J's pub, fresh Crypticle key), d: Crypticle.dumps(text)}.
 //   Any refusal: {error: reason} in the clear.
 // Thread-safety: free functions; pending_joins is not synchronised (one owner).
@@ -136,6 +136,9 @@ struct cluster_identity {
   std::string cluster_pub_pem;
   std::string aes;                                // Crypticle key string (.aes)
   std::map<std::string, std::string> peers;       // id -> pub PEM
+  // id -> "host:port" of its bus, as the accepting peer knows them (itself included), so
+  // the joiner links to every member at once instead of waiting for them to dial in.
+  std::map<std::string, std::string> addrs;
 };
 wire::value make_join_reply(const std::string& my_id, const crypto::rsa_key& my_priv, const join_request& j,
                             const cluster_identity& ident);

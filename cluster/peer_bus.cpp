@@ -475,6 +475,16 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       return join_refused(who, "cannot record peers/" + j->from + ".pub: " + r.error().message());
     for (const auto& [id, k] : list_peer_keys(s_.pki_dir)) ident.peers[id] = k.public_pem();
     ident.peers[j->from] = j->pub_pem;
+    {
+      std::lock_guard lk(mu_);
+      for (const auto& [a, l] : links_)
+        if (!l->id.empty() && l->state != "self" && l->state != "duplicate" && l->state != "removed")
+          ident.addrs.emplace(l->id, l->addr);
+      for (const auto& [id, a] : learned_) ident.addrs.emplace(id, a);
+    }
+    ident.addrs[s_.id] = s_.advertise.empty() ? s_.bind_host + ":" + std::to_string(s_.port) : s_.advertise;
+    ident.addrs.erase(j->from);
+    std::erase_if(ident.addrs, [&](const auto& kv) { return !ident.peers.count(kv.first); });
     value reply = make_join_reply(s_.id, s_.priv, *j, ident);
     {
       std::lock_guard lk(mu_);
@@ -736,6 +746,10 @@ awaitable<void> join_co(join_run* run) {
       why = "installing the cluster identity into " + s.pki_dir.string() + ": " + why;
       run->out = result<bool>(boost::system::in_place_error, ir.error());
       co_return;
+    }
+    if (s.member_addrs) {
+      for (const auto& [id, a] : ident->addrs)
+        if (id != s.id) s.member_addrs->push_back(a);
     }
     spdlog::info("joined cluster {} through {} ({}): {} members", s.cluster_id, dr->from, addr, ident->peers.size());
     run->out = true;

@@ -56,6 +56,9 @@ struct join_settings {
   std::string fingerprint;               // cluster_pub_fingerprint
   std::chrono::milliseconds timeout{5000};
   transport::options topt;
+  // Filled on success: the bus addresses of the other members ("host:port"), for
+  // bus_settings::peers, so the new master links to all of them at once.
+  std::vector<std::string>* member_addrs = nullptr;
 };
 // true: joined (files installed); false: no peer was a reachable member; error: refused
 // (the reason is logged and in `why`), nothing installed.

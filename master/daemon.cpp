@@ -8,6 +8,7 @@
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <csignal>
 #include <memory>
 #include <thread>
@@ -83,8 +84,9 @@ std::string bind_host(const config::master_config& cfg) {
 int run_master(const config::master_config& cfg) {
   // Not yet a member with cluster_secret set: join through cluster_peers first.
   master_core::cluster_joiner joiner;
+  std::vector<std::string> member_addrs;  // from the join-reply: link to every member at once
   if (cfg.cluster_id && cfg.cluster_pki_dir) {
-    joiner = [&cfg](const crypto::rsa_key& own) -> result<bool> {
+    joiner = [&cfg, &member_addrs](const crypto::rsa_key& own) -> result<bool> {
       cluster::join_settings js;
       js.id = cfg.id;
       js.cluster_id = *cfg.cluster_id;
@@ -98,6 +100,7 @@ int run_master(const config::master_config& cfg) {
       js.secret = cfg.cluster_secret;
       js.fingerprint = cfg.cluster_pub_fingerprint.value_or("");
       js.topt.max_frame_size = static_cast<std::size_t>(cfg.max_message_size);
+      js.member_addrs = &member_addrs;
       const auto t0 = std::chrono::steady_clock::now();
       std::string why;
       auto r = cluster::join_cluster(js, why);
@@ -163,6 +166,8 @@ int run_master(const config::master_config& cfg) {
     const bool wildcard = host == "0.0.0.0" || host == "::" || host.empty();
     bs.advertise = (wildcard ? cfg.id : host) + ":" + std::to_string(cfg.cluster_pool_port);
     bs.peers = cfg.cluster_peers;
+    for (const auto& a : member_addrs)
+      if (std::find(bs.peers.begin(), bs.peers.end(), a) == bs.peers.end()) bs.peers.push_back(a);
     bs.pki_dir = *cfg.cluster_pki_dir;
     bs.priv = core->own_keys().priv();
     bs.topt = topt;

@@ -88,10 +88,14 @@ TEST_F(join_fixture, FullHandshakeAndInstall) {
   EXPECT_EQ(jr->from, "m4");
   EXPECT_EQ(jr->addr, "127.0.0.1:4520");
   auto id = ident();
+  id.addrs["m1"] = "10.0.0.1:4520";
+  id.addrs["m4"] = "10.0.0.4:4520";       // the joiner itself: dropped
+  id.addrs["m7"] = "10.0.0.7:4520";       // not a listed member: dropped
   value rep = cluster::make_join_reply("m1", peer(), *jr, id);
   auto got = cluster::verify_join_reply(rep, "m4", joiner(), r, why);
   ASSERT_TRUE(got) << why;
   EXPECT_EQ(got->aes, id.aes);
+  EXPECT_EQ(got->addrs, (std::map<std::string, std::string>{{"m1", "10.0.0.1:4520"}}));
   EXPECT_EQ(got->peers.size(), 2u);
   tmpdir t;
   ASSERT_TRUE(cluster::install_identity(t.p / "cpki", *got, why)) << why;
