@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster/cluster_pki.hpp"
+#include "cluster/peer_protocol.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
@@ -18,27 +19,7 @@ namespace fs = std::filesystem;
 using wire::value;
 
 namespace {
-constexpr crypto::sig_algo k_sig = crypto::sig_algo::pkcs1v15_sha224;
-
-std::string signed_bytes(const value& m) {
-  value copy = value::object();
-  for (auto it = m.begin(); it != m.end(); ++it)
-    if (it.key() != "sig") copy[it.key()] = it.value();
-  return wire::pack(copy, wire::packing::frame);
-}
-
-bool check_sig(const value& m, const crypto::rsa_key& pub) {
-  const value* s = wire::find(m, "sig");
-  auto sig = s ? wire::as_bytes(*s) : std::nullopt;
-  return sig && crypto::verify(pub, signed_bytes(m), *sig, k_sig);
-}
-
-void sign_into(value& m, const crypto::rsa_key& priv) {
-  auto sig = crypto::sign(priv, signed_bytes(m), k_sig);
-  m["sig"] = wire::make_bin(sig ? *sig : std::string());
-}
-
-std::string text(const value& m, const char* k) { return std::string(wire::get_text(m, k).value_or("")); }
+constexpr crypto::sig_algo k_sig = crypto::sig_algo::pkcs1v15_sha224;  // the endorsement
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -107,17 +88,17 @@ value make_discover(const std::string& cluster_id, const std::string& my_id, con
   m["addr"] = my_addr;
   m["nonce"] = nonce;
   m["ts"] = now;
-  sign_into(m, my_priv);
+  sign_message(m, my_priv);
   return m;
 }
 
 std::optional<discover_info> verify_discover(const value& body, const std::string& my_cluster_id,
                                              const std::string& my_id, std::int64_t now, std::string& why) {
   if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (text(body, "cmd") != "cluster/discover") return why = "not a discover", std::nullopt;
+  if (text_field(body, "cmd") != "cluster/discover") return why = "not a discover", std::nullopt;
   if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
-  if (text(body, "cluster_id") != my_cluster_id) return why = "another cluster_id", std::nullopt;
-  discover_info d{text(body, "from"), text(body, "pub"), text(body, "addr"), text(body, "nonce")};
+  if (text_field(body, "cluster_id") != my_cluster_id) return why = "another cluster_id", std::nullopt;
+  discover_info d{text_field(body, "from"), text_field(body, "pub"), text_field(body, "addr"), text_field(body, "nonce")};
   if (!valid_peer_id(d.from)) return why = "invalid peer id", std::nullopt;
   if (d.from == my_id) return why = "a discover from myself", std::nullopt;
   if (!is_hex32(d.nonce)) return why = "bad nonce", std::nullopt;
@@ -127,7 +108,7 @@ std::optional<discover_info> verify_discover(const value& body, const std::strin
     return why = "stale discover", std::nullopt;
   auto pub = crypto::rsa_key::from_public_pem(d.pub_pem);
   if (!pub) return why = "bad public key", std::nullopt;
-  if (!check_sig(body, *pub)) return why = "bad signature", std::nullopt;
+  if (!verify_message(body, *pub)) return why = "bad signature", std::nullopt;
   return d;
 }
 
@@ -202,7 +183,7 @@ value make_discover_reply(const std::string& my_id, const crypto::rsa_key& my_pr
   m["cluster_pub"] = cluster_priv.public_pem();
   auto e = crypto::sign(cluster_priv, endorsement_bytes(my_id, my_pub, d.from, token), k_sig);
   m["endorsement"] = wire::make_bin(e ? *e : std::string());
-  sign_into(m, my_priv);
+  sign_message(m, my_priv);
   return m;
 }
 
@@ -221,12 +202,12 @@ std::optional<discover_reply_info> verify_discover_reply(const value& body, cons
                                                          std::string& why) {
   if (!body.is_object()) return why = "not a map", std::nullopt;
   if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), std::nullopt;
-  if (text(body, "cmd") != "cluster/discover-reply") return why = "not a discover-reply", std::nullopt;
-  discover_reply_info r{text(body, "from"), text(body, "token"), text(body, "peer_pub"), text(body, "cluster_pub")};
+  if (text_field(body, "cmd") != "cluster/discover-reply") return why = "not a discover-reply", std::nullopt;
+  discover_reply_info r{text_field(body, "from"), text_field(body, "token"), text_field(body, "peer_pub"), text_field(body, "cluster_pub")};
   if (!valid_peer_id(r.from)) return why = "invalid peer id", std::nullopt;
   if (r.from == my_id) return why = "a reply from myself", std::nullopt;
-  if (text(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
-  if (text(body, "nonce") != nonce) return why = "nonce not echoed", std::nullopt;
+  if (text_field(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
+  if (text_field(body, "nonce") != nonce) return why = "nonce not echoed", std::nullopt;
   if (!is_hex32(r.token)) return why = "bad token", std::nullopt;
   if (!pin.fingerprint.empty()) {
     if (!fingerprint_matches(r.cluster_pub_pem, pin.fingerprint))
@@ -245,7 +226,7 @@ std::optional<discover_reply_info> verify_discover_reply(const value& body, cons
   auto e = ev ? wire::as_bytes(*ev) : std::nullopt;
   if (!e || !crypto::verify(*cpub, endorsement_bytes(r.from, r.peer_pub_pem, my_id, r.token), *e, k_sig))
     return why = "endorsement not signed by the cluster key (the peer is not a member)", std::nullopt;
-  if (!check_sig(body, *ppub)) return why = "bad signature", std::nullopt;
+  if (!verify_message(body, *ppub)) return why = "bad signature", std::nullopt;
   return r;
 }
 
@@ -264,7 +245,7 @@ value make_join(const std::string& my_id, const crypto::rsa_key& my_priv, const 
     if (auto x = crypto::oaep_encrypt(*ppub, secret, crypto::enc_algo::oaep_sha1)) enc = *x;
   }
   m["secret"] = wire::make_bin(enc.value_or(std::string()));
-  sign_into(m, my_priv);
+  sign_message(m, my_priv);
   return m;
 }
 
@@ -282,14 +263,14 @@ std::optional<join_request> verify_join(const value& body, const crypto::rsa_key
                                         const std::optional<std::string>& my_secret, bool allow_empty,
                                         pending_joins& pending, std::int64_t now, std::string& why) {
   if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (text(body, "cmd") != "cluster/join") return why = "not a join", std::nullopt;
+  if (text_field(body, "cmd") != "cluster/join") return why = "not a join", std::nullopt;
   if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
-  join_request j{text(body, "from"), {}, {}, text(body, "token")};
+  join_request j{text_field(body, "from"), {}, {}, text_field(body, "token")};
   if (!valid_peer_id(j.from)) return why = "invalid peer id", std::nullopt;
   const auto* pe = pending.peek(j.from, j.token, now, why);
   if (!pe) return std::nullopt;
   auto pub = crypto::rsa_key::from_public_pem(pe->pub_pem);
-  if (!pub || !check_sig(body, *pub)) return why = "bad signature", std::nullopt;  // token kept
+  if (!pub || !verify_message(body, *pub)) return why = "bad signature", std::nullopt;  // token kept
   auto e = pending.take(j.from, j.token, now, why);  // single use from here on
   if (!e) return std::nullopt;
   j.pub_pem = e->pub_pem;
@@ -326,7 +307,7 @@ value make_join_reply(const std::string& my_id, const crypto::rsa_key& my_priv, 
   value addrs = value::object();
   for (const auto& [id, a] : ident.addrs) addrs[id] = a;
   m["addrs"] = std::move(addrs);
-  sign_into(m, my_priv);
+  sign_message(m, my_priv);
   return m;
 }
 
@@ -335,12 +316,12 @@ std::optional<cluster_identity> verify_join_reply(const value& body, const std::
                                                   std::string& why) {
   if (!body.is_object()) return why = "not a map", std::nullopt;
   if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), std::nullopt;
-  if (text(body, "cmd") != "cluster/join-reply") return why = "not a join-reply", std::nullopt;
-  if (text(body, "from") != r.from) return why = "join-reply from a peer that was not asked", std::nullopt;
-  if (text(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
-  if (text(body, "token") != r.token) return why = "token not echoed", std::nullopt;
+  if (text_field(body, "cmd") != "cluster/join-reply") return why = "not a join-reply", std::nullopt;
+  if (text_field(body, "from") != r.from) return why = "join-reply from a peer that was not asked", std::nullopt;
+  if (text_field(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
+  if (text_field(body, "token") != r.token) return why = "token not echoed", std::nullopt;
   auto ppub = crypto::rsa_key::from_public_pem(r.peer_pub_pem);
-  if (!ppub || !check_sig(body, *ppub)) return why = "bad signature", std::nullopt;
+  if (!ppub || !verify_message(body, *ppub)) return why = "bad signature", std::nullopt;
   cluster_identity ident;
   auto pem = open_sealed(my_priv, wire::find(body, "cluster_key"));
   if (!pem) return why = "cluster key does not decrypt", std::nullopt;

@@ -17,20 +17,20 @@ std::string signed_bytes(const value& m) {
     if (it.key() != "sig") copy[it.key()] = it.value();
   return wire::pack(copy, wire::packing::frame);
 }
+}  // namespace
 
-bool check_sig(const value& m, const crypto::rsa_key& pub) {
+void sign_message(value& m, const crypto::rsa_key& priv) {
+  auto sig = crypto::sign(priv, signed_bytes(m), k_sig);
+  m["sig"] = wire::make_bin(sig ? *sig : std::string());
+}
+
+bool verify_message(const value& m, const crypto::rsa_key& pub) {
   const value* s = wire::find(m, "sig");
   auto sig = s ? wire::as_bytes(*s) : std::nullopt;
   return sig && crypto::verify(pub, signed_bytes(m), *sig, k_sig);
 }
 
-void sign_into(value& m, const crypto::rsa_key& priv) {
-  auto sig = crypto::sign(priv, signed_bytes(m), k_sig);
-  m["sig"] = wire::make_bin(sig ? *sig : std::string());
-}
-
-std::string text(const value& m, const char* k) { return std::string(wire::get_text(m, k).value_or("")); }
-}  // namespace
+std::string text_field(const value& m, const char* k) { return std::string(wire::get_text(m, k).value_or("")); }
 
 value make_hello(const std::string& cluster_id, const std::string& my_id, const std::string& my_addr,
                  const crypto::rsa_key& my_priv, const std::string& nonce, std::int64_t now) {
@@ -42,7 +42,7 @@ value make_hello(const std::string& cluster_id, const std::string& my_id, const 
   m["addr"] = my_addr;
   m["nonce"] = nonce;
   m["ts"] = now;
-  sign_into(m, my_priv);
+  sign_message(m, my_priv);
   return m;
 }
 
@@ -50,10 +50,10 @@ std::optional<hello_info> verify_hello(const value& body, const std::string& my_
                                        const std::string& my_id, const key_lookup& keys, std::int64_t now,
                                        std::string& why) {
   if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (text(body, "cmd") != "cluster/hello") return why = "not a hello", std::nullopt;
+  if (text_field(body, "cmd") != "cluster/hello") return why = "not a hello", std::nullopt;
   if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
-  if (text(body, "cluster_id") != my_cluster_id) return why = "another cluster_id", std::nullopt;
-  hello_info h{text(body, "from"), text(body, "addr"), text(body, "nonce")};
+  if (text_field(body, "cluster_id") != my_cluster_id) return why = "another cluster_id", std::nullopt;
+  hello_info h{text_field(body, "from"), text_field(body, "addr"), text_field(body, "nonce")};
   if (!valid_peer_id(h.from)) return why = "invalid peer id", std::nullopt;
   if (h.from == my_id) return why = "a hello from myself", std::nullopt;
   if (h.nonce.size() != 32) return why = "bad nonce", std::nullopt;
@@ -62,7 +62,7 @@ std::optional<hello_info> verify_hello(const value& body, const std::string& my_
   if (!ts || *ts < now - k_hello_window_s || *ts > now + k_hello_window_s) return why = "stale hello", std::nullopt;
   auto pub = keys(h.from);
   if (!pub) return why = "no peers/" + h.from + ".pub", std::nullopt;
-  if (!check_sig(body, *pub)) return why = "bad signature", std::nullopt;
+  if (!verify_message(body, *pub)) return why = "bad signature", std::nullopt;
   return h;
 }
 
@@ -87,7 +87,7 @@ value make_welcome(const std::string& my_id, const crypto::rsa_key& my_priv, con
   m["link"] = link_id;
   auto enc = crypto::oaep_encrypt(peer_pub, link_key, crypto::enc_algo::oaep_sha1);
   m["key"] = wire::make_bin(enc ? *enc : std::string());
-  sign_into(m, my_priv);
+  sign_message(m, my_priv);
   return m;
 }
 
@@ -96,15 +96,15 @@ std::optional<welcome_info> verify_welcome(const value& body, const std::string&
                                            const key_lookup& keys, std::string& why) {
   if (!body.is_object()) return why = "not a map", std::nullopt;
   if (auto e = wire::get_text(body, "error")) return why = "refused: " + std::string(*e), std::nullopt;
-  if (text(body, "cmd") != "cluster/welcome") return why = "not a welcome", std::nullopt;
-  welcome_info w{text(body, "from"), text(body, "link"), {}};
+  if (text_field(body, "cmd") != "cluster/welcome") return why = "not a welcome", std::nullopt;
+  welcome_info w{text_field(body, "from"), text_field(body, "link"), {}};
   if (!valid_peer_id(w.from)) return why = "invalid peer id", std::nullopt;
-  if (text(body, "to") != my_id) return why = "welcome addressed to another master", std::nullopt;
-  if (text(body, "nonce") != nonce) return why = "nonce not echoed", std::nullopt;
+  if (text_field(body, "to") != my_id) return why = "welcome addressed to another master", std::nullopt;
+  if (text_field(body, "nonce") != nonce) return why = "nonce not echoed", std::nullopt;
   if (w.link.size() != 32) return why = "bad link id", std::nullopt;
   auto pub = keys(w.from);
   if (!pub) return why = "no peers/" + w.from + ".pub", std::nullopt;
-  if (!check_sig(body, *pub)) return why = "bad signature", std::nullopt;
+  if (!verify_message(body, *pub)) return why = "bad signature", std::nullopt;
   const value* k = wire::find(body, "key");
   auto enc = k ? wire::as_bytes(*k) : std::nullopt;
   if (!enc) return why = "no key", std::nullopt;

@@ -36,6 +36,14 @@
 
 namespace sylvite::cluster {
 
+// Every signed cluster message (hello, welcome, discover, join, ...): the signature
+// (PKCS#1 v1.5 SHA-224, the sender's own master key) covers the msgpack of the map
+// without its "sig" entry, and is stored as bytes under "sig".
+void sign_message(wire::value& m, const crypto::rsa_key& priv);
+bool verify_message(const wire::value& m, const crypto::rsa_key& pub);
+// m[k] as text, "" if absent or not text.
+std::string text_field(const wire::value& m, const char* k);
+
 constexpr std::int64_t k_hello_window_s = 120;
 
 // Public key of a master by id (peers/<id>.pub), nullopt if unknown.
