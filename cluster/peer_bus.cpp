@@ -499,6 +499,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     broadcast_all("join", note);
     watch_cv_.notify_all();
     spdlog::info("master {} joined the cluster through this master ({} members)", who, ident.peers.size());
+    if (s_.on_joined) s_.on_joined(j->from, j->addr);
     return reply;
   }
 

@@ -40,6 +40,9 @@ struct bus_settings {
   // Joins accepted on the pool port (cluster/discover, cluster/join; cluster/join.hpp).
   std::optional<std::string> secret;     // cluster_secret
   bool allow_empty_secret = false;       // cluster_allow_empty_secret
+  // Called (on the bus thread; keep it short) after this master accepted a join:
+  // the new master's id and its bus address "host:port".
+  std::function<void(const std::string& id, const std::string& addr)> on_joined;
 };
 
 // Joiner side: discover/join through the configured peers, one at a time, before the bus

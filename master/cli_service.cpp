@@ -372,6 +372,9 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
       out->reply(value{{"return", "no cluster peer '" + id + "' (" + p.string() + " does not exist)"}, {"retcode", 1}});
       return;
     }
+    // In order: out of the load balancer (no new minion connections), tell the peers,
+    // delete its key (the buses close its links), rotate the AES key.
+    const std::string lb = lb_remove(id);
     if (peers_) peers_->broadcast("leave", value{{"id", id}});
     if (auto r = util::remove_file(p); !r) {
       out->reply(value{{"return", "cannot remove " + p.string() + ": " + r.error().message()}, {"retcode", 1}});
@@ -382,6 +385,7 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     value ret = value::object();
     ret["removed"] = id;
     ret["aes_rotated"] = rotated;
+    ret["load_balancer"] = lb.empty() ? std::string("removed") : "not changed: " + lb;
     out->reply(value{{"return", ret}, {"retcode", rotated ? 0 : 1}});
     return;
   }

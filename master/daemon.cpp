@@ -173,6 +173,10 @@ int run_master(const config::master_config& cfg) {
     bs.topt = topt;
     bs.secret = cfg.cluster_secret;
     bs.allow_empty_secret = cfg.cluster_allow_empty_secret;
+    bs.on_joined = [core, &pool](const std::string& id, const std::string& addr) {
+      if (!pool.submit([core, id, addr] { core->lb_add_joined(id, addr); }))
+        spdlog::warn("master {} joined: load balancer update skipped (worker queue full)", id);
+    };
     bus = std::make_unique<cluster::peer_bus>(
         io, std::move(bs),
         [core](const std::string& from, const std::string& type, const value& body) {

@@ -16,6 +16,7 @@
 #include "cluster/cluster_pki.hpp"
 #include "cluster/join.hpp"
 #include "master/master_sign.hpp"
+#include "tools/haproxy_cfg/haproxy_cfg.hpp"
 
 namespace sylvite::master {
 
@@ -342,6 +343,63 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
   } catch (const std::exception& e) {
     spdlog::error("cluster message {} from {} failed: {}", type, from, e.what());
   }
+}
+
+namespace {
+haproxy_cfg::runtime_backends lb_backends(const config::master_config& c) {
+  haproxy_cfg::runtime_backends b;
+  if (c.cluster_lb_backends.size() == 2) {
+    b.publish = c.cluster_lb_backends[0];
+    b.request = c.cluster_lb_backends[1];
+  }
+  return b;
+}
+}  // namespace
+
+void master_core::lb_add_joined(const std::string& id, const std::string& bus_addr) {
+  // The joiner's bus address is its `interface` (or its id when it listens on all
+  // addresses): the address HAProxy reaches it on; the ports are this cluster's.
+  std::string host = bus_addr.substr(0, bus_addr.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  // Named by its address, as sylvite-haproxy-cfg names every server.
+  const haproxy_cfg::master_server m{haproxy_cfg::server_name(host), host};
+  const auto b = lb_backends(cfg_);
+  auto print_lines = [&](const std::string& why) {
+    std::string lines;
+    for (const auto& l : haproxy_cfg::config_lines(cfg_, m, b)) lines += "\n  " + l;
+    spdlog::warn("master {} joined: {}; add it to the load balancer (haproxy.cfg):{}", id, why, lines);
+  };
+  if (!cfg_.cluster_lb_admin) return print_lines("cluster_lb_admin is not set");
+  auto cmds = haproxy_cfg::runtime_add_commands(cfg_, m, b);
+  if (!cmds) return print_lines(cmds.error());
+  auto r = haproxy_cfg::runtime_send(*cfg_.cluster_lb_admin, *cmds);
+  if (!r) return print_lines("the load balancer refused (" + r.error() + ")");
+  spdlog::info("master {} ({}) added to the load balancer ({}: {} and {})", id, host, *cfg_.cluster_lb_admin, b.publish,
+               b.request);
+}
+
+std::string master_core::lb_remove(const std::string& id) {
+  if (!cfg_.cluster_lb_admin) return "cluster_lb_admin is not set";
+  // The server is named by the master's address (its bus address's host), as
+  // sylvite-haproxy-cfg and lb_add_joined name them.
+  std::string host;
+  if (peers_) {
+    const value st = cluster_status();
+    if (const value* ps = wire::find(st, "peers"); ps && ps->is_array())
+      for (const auto& p : *ps)
+        if (wire::get_text(p, "id").value_or("") == id) {
+          std::string a(wire::get_text(p, "address").value_or(""));
+          if (auto c = a.rfind(':'); c != std::string::npos) a.resize(c);
+          if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+          if (!a.empty()) host = a;
+        }
+  }
+  if (host.empty()) return "the bus address of '" + id + "' is unknown (no link to it)";
+  auto r = haproxy_cfg::runtime_send(*cfg_.cluster_lb_admin, haproxy_cfg::runtime_remove_commands(
+                                                                 haproxy_cfg::server_name(host), lb_backends(cfg_)));
+  if (!r) return r.error();
+  spdlog::info("master {} ({}) taken out of the load balancer ({})", id, host, *cfg_.cluster_lb_admin);
+  return "";
 }
 
 value master_core::cluster_status() const {

@@ -126,6 +126,12 @@ class master_core {
   void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
   // Peer link state for operators (salt-run cluster.peers).
   wire::value cluster_status() const;
+  // Load balancer (cluster_lb_admin): add a master that joined through this one to the
+  // HAProxy backends through the runtime API, or log the exact lines to add; take one
+  // out (cluster.remove). Blocking (a socket round trip): run on a worker.
+  void lb_add_joined(const std::string& id, const std::string& bus_addr);
+  // "" when done or not configured; else why not.
+  std::string lb_remove(const std::string& id);
   const config::master_config& cfg() const noexcept { return cfg_; }
 
   // ---- request port (blocking work: call from the worker pool)

@@ -451,6 +451,8 @@ void visit_master(master_config& c, V& v) {
   v.opt_string("cluster_secret", c.cluster_secret);
   v.opt_string("cluster_pub_fingerprint", c.cluster_pub_fingerprint);
   v.boolean("cluster_allow_empty_secret", c.cluster_allow_empty_secret);
+  v.opt_string("cluster_lb_admin", c.cluster_lb_admin);
+  v.string_list("cluster_lb_backends", c.cluster_lb_backends);
 }
 
 template <class V>

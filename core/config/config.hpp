@@ -99,6 +99,12 @@ struct master_config {
   std::optional<std::string> cluster_pub_fingerprint;
   // sylvite: accept joins with an empty/unset cluster_secret (loud warning). Default refuses.
   bool cluster_allow_empty_secret = false;
+  // sylvite: HAProxy admin socket (a path, or host:port for `stats socket ipv4@...`) the
+  // accepting master adds a joined master to (runtime API), and cluster.remove takes it
+  // out of. Unset: the exact haproxy.cfg lines are logged instead.
+  std::optional<std::string> cluster_lb_admin;
+  // sylvite: [publish backend, request backend] names (default sylvite-haproxy-cfg's).
+  std::vector<std::string> cluster_lb_backends;
   wire::value raw = wire::value::object();  // every option after merge (defaults included)
 };
 

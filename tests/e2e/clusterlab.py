@@ -18,11 +18,14 @@ from sylvite_harness import Proc, free_port, wait_for
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 
 
-def haproxy_cfg(lb_host: str, pub_port: int, req_port: int, masters, stats_sock: Path) -> str:
-    """masters: list of (name, host, publish_port, ret_port)."""
+def haproxy_cfg(lb_host: str, pub_port: int, req_port: int, masters, stats_sock: Path,
+                admin_tcp: str | None = None) -> str:
+    """masters: list of (name, host, publish_port, ret_port); admin_tcp: "ip:port" for a
+    second, TCP admin socket (cluster_lb_admin of masters in other namespaces)."""
     lines = [
         "global",
         f"    stats socket {stats_sock} mode 600 level admin",
+        *([f"    stats socket ipv4@{admin_tcp} level admin"] if admin_tcp else []),
         "    maxconn 9000",
         "defaults",
         "    mode tcp",

@@ -28,11 +28,17 @@ class MultiHostCluster:
     PUBLISH_BACKEND = "salt_publish"
     REQUEST_BACKEND = "salt_request"
 
-    def __init__(self, env, lab, cluster_id="gx", clients=(), **master_opts):
+    def __init__(self, env, lab, cluster_id="gx", clients=(), lb_admin_port=None, **master_opts):
+        """lb_admin_port: HAProxy also listens for its runtime API on lb_ip:port, and the
+        masters get it as cluster_lb_admin (a joined master is added automatically)."""
         self.env = env
         self.cluster_id = cluster_id
         self.hosts = [lab.host(f"m{i}") for i in (1, 2, 3)]
         self.lb_host = lab.host("lb")
+        self.lb_admin = f"{self.lb_host.ip}:{lb_admin_port}" if lb_admin_port else None
+        if self.lb_admin:
+            master_opts = dict(master_opts, cluster_lb_admin=self.lb_admin,
+                               cluster_lb_backends=[self.PUBLISH_BACKEND, self.REQUEST_BACKEND])
         self.mhost = lab.host("minions")
         self.gl = GlusterLab(lab, self.hosts, clients=list(clients))
         self.gl.__enter__()
@@ -57,7 +63,8 @@ class MultiHostCluster:
             self.stats = self.lb_dir / "stats.sock"
             cfg = self.lb_dir / "haproxy.cfg"
             cfg.write_text(haproxy_cfg(self.lb_host.ip, 4505, 4506,
-                                       [(m.name, m.host.ip, 4505, 4506) for m in self.masters], self.stats))
+                                       [(m.name, m.host.ip, 4505, 4506) for m in self.masters], self.stats,
+                                       self.lb_admin))
             r = subprocess.run([HAPROXY, "-c", "-f", str(cfg)], capture_output=True, text=True)
             assert r.returncode == 0, r.stdout + r.stderr
             self.lb_log = open(self.lb_dir / "haproxy.out", "ab")

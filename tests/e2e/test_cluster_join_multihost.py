@@ -1,14 +1,16 @@
 """Issue 7 in network namespaces: three masters (m1..m3) on a real GlusterFS replica-3
 volume behind a real HAProxy, six minions through the load balancer. A fourth master
 (m4, its own namespace, a client mount of the volume) joins with cluster_id,
-cluster_secret and one peer through the discover/join handshake; HAProxy gets it live
-through the runtime API (sylvite-haproxy-cfg --add-server); new minions land on it; its
+cluster_secret and one peer through the discover/join handshake; the accepting master adds it to HAProxy live
+through the runtime API (cluster_lb_admin); new minions land on it; its
 jobs reach every minion and jobs.lookup_jid agrees on all four masters.
 
 Then the documented removal, without restarting anyone: HAProxy drops it
 (--remove-server), it stops, `cluster_pki_dir/peers/m4.pub` is deleted -> the three
 drop it; the cluster AES key is rotated (Salt's drop file) -> a publish captured on the
-wire no longer decrypts with the key m4 held, and does with the new one.
+wire no longer decrypts with the key m4 held, and does with the new one. Then the
+one-step removal: m5 joins, `salt-run cluster.remove m5` takes it out of HAProxy (runtime
+API), deletes its key (the others drop it) and rotates the AES key.
 """
 import json
 import re
@@ -35,9 +37,9 @@ HAPCFG = BIN / "sylvite-haproxy-cfg"
 @pytest.fixture
 def mh(env):
     with NetLab() as lab:
-        j = lab.host("m4")
-        c = MultiHostCluster(env, lab, cluster_id="gj", clients=[j], cluster_secret=SECRET)
-        c.jhost = j
+        j, j5 = lab.host("m4"), lab.host("m5")
+        c = MultiHostCluster(env, lab, cluster_id="gj", clients=[j, j5], lb_admin_port=9999, cluster_secret=SECRET)
+        c.jhost, c.j5host = j, j5
         try:
             yield c
         finally:
@@ -121,14 +123,17 @@ def test_join_serve_then_leave(env, mh):
     # its jobs reach every minion at once (forwarded to the masters they are connected to)
     wait_ping(j, MINIONS, pattern="gj*")
 
-    # --- the load balancer gets m4 live; new minions land on it (leastconn: it has none)
-    hapcfg(mh, "-c", str(j.conf_dir), "--add-server", "m4", "--server-address", mh.jhost.ip)
-    wait_for(lambda: mh.server_status(mh.PUBLISH_BACKEND).get("m4", {}).get("status") == "UP", 30,
+    # --- the accepting master (cluster_lb_admin) added m4 to HAProxy through its runtime API;
+    # new minions land on it (leastconn: it has none)
+    srv = mh.jhost.ip  # servers are named by address, as sylvite-haproxy-cfg names them
+    wait_for(lambda: mh.server_status(mh.PUBLISH_BACKEND).get(srv, {}).get("status") == "UP", 30,
              "HAProxy to mark m4 up")
+    assert mh.server_status(mh.REQUEST_BACKEND).get(srv, {}).get("status") == "UP"
+    assert re.search(r"master m4 \(\S+\) added to the load balancer", logs(m2)), logs(m2)
     mh.minions(LATE)
     wait_for(lambda: set(LATE) <= set(j.keys().get("minions_pre", [])), 90, "late minion keys pending on m4")
     assert j.salt_key("-A", "-y").returncode == 0
-    wait_for(lambda: int(mh.server_status(mh.PUBLISH_BACKEND)["m4"]["scur"]) >= 1, 60,
+    wait_for(lambda: int(mh.server_status(mh.PUBLISH_BACKEND)[srv]["scur"]) >= 1, 60,
              "a minion's publish connection on m4")
     everyone = MINIONS + LATE
     for x in [j] + mh.masters:
@@ -144,8 +149,8 @@ def test_join_serve_then_leave(env, mh):
 
     # --- leave (documented steps, no restart): load balancer, stop, delete peers/m4.pub
     old_aes = (pki / ".aes").read_text().strip()
-    hapcfg(mh, "--remove-server", "m4")
-    assert "m4" not in mh.server_status(mh.PUBLISH_BACKEND)
+    hapcfg(mh, "--remove-server", srv)
+    assert srv not in mh.server_status(mh.PUBLISH_BACKEND)
     j.stop()
     (pki / "peers" / "m4.pub").unlink()
     for x in mh.masters:
@@ -182,3 +187,29 @@ def test_join_serve_then_leave(env, mh):
     finally:
         sub.kill()
         sub.wait(timeout=10)
+
+    # --- the one-step removal: a fifth master joins, then `salt-run cluster.remove m5`
+    # takes it out of HAProxy, tells the peers, deletes peers/m5.pub, rotates the AES key
+    mnt5 = mh.gl.mount_client(mh.j5host)
+    j5 = env.master("m5", host=mh.j5host, root_dir="/", cluster_id="gj", cluster_peers=[m3.host.ip],
+                    cluster_secret=SECRET, **shared_opts(mnt5))
+    j5.start()
+    j5.wait_ready(timeout=60)
+    srv5 = mh.j5host.ip
+    wait_for(lambda: mh.server_status(mh.PUBLISH_BACKEND).get(srv5, {}).get("status") == "UP", 30,
+             "HAProxy to mark m5 up")
+    for x in mh.masters:
+        wait_for(lambda: peers_of(x).get("m5") == "up", 30, f"{x.name} to link to m5")
+    aes_before = (pki / ".aes").read_text().strip()
+    r = m1.salt_run("cluster.remove", "m5", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out == {"removed": "m5", "aes_rotated": True, "load_balancer": "removed"}, out
+    assert srv5 not in mh.server_status(mh.PUBLISH_BACKEND)
+    assert srv5 not in mh.server_status(mh.REQUEST_BACKEND)
+    assert not (pki / "peers" / "m5.pub").exists()
+    assert (pki / ".aes").read_text().strip() != aes_before
+    for x in mh.masters:
+        wait_for(lambda: peers_of(x).get("m5") in (None, "removed"), 15, f"{x.name} to drop m5")
+    j5.stop()
+    wait_ping(m2, everyone, pattern="gj*", timeout=120)

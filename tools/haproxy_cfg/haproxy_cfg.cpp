@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -338,21 +340,59 @@ boost::system::result<std::vector<std::string>, std::string> runtime_send(const 
                                                                          const std::vector<std::string>& commands) {
   using R = boost::system::result<std::vector<std::string>, std::string>;
   std::vector<std::string> answers;
-  sockaddr_un sa{};
-  if (socket.empty() || socket.size() >= sizeof sa.sun_path)
-    return R(boost::system::in_place_error, "bad admin socket path '" + socket + "'");
-  sa.sun_family = AF_UNIX;
-  std::memcpy(sa.sun_path, socket.data(), socket.size());
+  sockaddr_storage ss{};
+  socklen_t slen = 0;
+  int family = AF_UNIX;
+  if (!socket.empty() && socket.front() == '/') {
+    sockaddr_un sa{};
+    if (socket.size() >= sizeof sa.sun_path) return R(boost::system::in_place_error, "admin socket path too long");
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, socket.data(), socket.size());
+    std::memcpy(&ss, &sa, sizeof sa);
+    slen = sizeof sa;
+  } else {
+    // host:port ([v6]:port): numeric addresses only (no resolver on this path).
+    const auto colon = socket.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 >= socket.size())
+      return R(boost::system::in_place_error, "bad admin socket '" + socket + "': a path or host:port");
+    std::string host = socket.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    int port = 0;
+    try {
+      port = std::stoi(socket.substr(colon + 1));
+    } catch (...) {
+      port = 0;
+    }
+    if (port <= 0 || port > 65535) return R(boost::system::in_place_error, "bad admin socket port in '" + socket + "'");
+    sockaddr_in v4{};
+    sockaddr_in6 v6{};
+    if (::inet_pton(AF_INET, host.c_str(), &v4.sin_addr) == 1) {
+      v4.sin_family = AF_INET;
+      v4.sin_port = htons(static_cast<std::uint16_t>(port));
+      std::memcpy(&ss, &v4, sizeof v4);
+      slen = sizeof v4;
+      family = AF_INET;
+    } else if (::inet_pton(AF_INET6, host.c_str(), &v6.sin6_addr) == 1) {
+      v6.sin6_family = AF_INET6;
+      v6.sin6_port = htons(static_cast<std::uint16_t>(port));
+      std::memcpy(&ss, &v6, sizeof v6);
+      slen = sizeof v6;
+      family = AF_INET6;
+    } else {
+      return R(boost::system::in_place_error, "bad admin socket '" + socket + "': a path or a numeric host:port");
+    }
+  }
   for (const auto& c : commands) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return R(boost::system::in_place_error, std::string("socket: ") + std::strerror(errno));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    const timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect() too
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), slen) != 0) {
       std::string e = std::strerror(errno);
       ::close(fd);
       return R(boost::system::in_place_error, "cannot connect to " + socket + ": " + e);
     }
-    const timeval tv{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     const std::string line = c + "\n";
     std::size_t off = 0;
     while (off < line.size()) {

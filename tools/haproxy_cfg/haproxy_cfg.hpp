@@ -77,7 +77,8 @@ std::vector<std::string> runtime_remove_commands(const std::string& name, const 
 std::vector<std::string> config_lines(const config::master_config& cfg, const master_server& m,
                                       const runtime_backends& b = {});
 // Sends each command on the admin socket (one connection per command, as HAProxy closes
-// it after a reply). Returns HAProxy's answer per command; an error (as text) if the
+// it after a reply). `socket`: a Unix socket path, or host:port of a TCP stats socket
+// (`stats socket ipv4@ADDR:PORT level admin`). Returns HAProxy's answer per command; an error (as text) if the
 // socket cannot be used or HAProxy answers a command with an error, naming the command.
 boost::system::result<std::vector<std::string>, std::string> runtime_send(const std::string& socket,
                                                                          const std::vector<std::string>& commands);

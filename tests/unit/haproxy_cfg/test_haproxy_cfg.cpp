@@ -3,6 +3,9 @@
 // from interface + cluster_peers) and, when haproxy is installed, that haproxy -c
 // accepts it and rejects a broken file.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -308,7 +311,21 @@ TEST(haproxy_cfg, runtime_add_and_remove_on_a_running_haproxy) {
   const fs::path dir = fs::temp_directory_path() / ("sylvite-hapcfg-rt-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string sock = (dir / "admin.sock").string();
+  // A TCP admin socket too (cluster_lb_admin: host:port): a free port from the kernel.
+  int port = 0;
+  {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
   std::ofstream(dir / "h.cfg") << "global\n    stats socket " << sock << " mode 600 level admin\n"
+                               << "    stats socket ipv4@127.0.0.1:" << port << " level admin\n"
                                << "    pidfile " << (dir / "pid").string() << "\n"
                                << "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 5s\n"
                                << "    timeout server 5s\n"
@@ -351,6 +368,11 @@ TEST(haproxy_cfg, runtime_add_and_remove_on_a_running_haproxy) {
   EXPECT_NE(bad.error().find("no_such_backend"), std::string::npos) << bad.error();
   auto nosock = hc::runtime_send((dir / "none.sock").string(), {"show info"});
   EXPECT_FALSE(nosock);
+  auto tcp = hc::runtime_send("127.0.0.1:" + std::to_string(port), {"show servers state salt_request_masters"});
+  ASSERT_TRUE(tcp) << tcp.error();
+  EXPECT_NE((*tcp)[0].find(" m1 127.0.0.1 "), std::string::npos) << (*tcp)[0];
+  EXPECT_FALSE(hc::runtime_send("not-an-address:1", {"show info"}));
+  EXPECT_FALSE(hc::runtime_send("127.0.0.1:99999", {"show info"}));
   stop();
   fs::remove_all(dir);
 }
