@@ -436,7 +436,15 @@ result<void> install_identity(const fs::path& dir, const cluster_identity& ident
     if (made_dir) fs::remove(dir, ec);
     return c.error();
   }
+  // cluster.pem created here: this directory is a local copy, not the share.
+  if (std::find(created.begin(), created.end(), dir / "cluster.pem") != created.end())
+    (void)util::create_exclusive(dir / k_local_copy_marker, "written by the cluster join: a local copy\n", 0600);
   return {};
+}
+
+bool is_local_copy(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / k_local_copy_marker, ec);
 }
 
 bool is_member_dir(const fs::path& dir, const std::string& id) {

@@ -156,6 +156,12 @@ std::optional<cluster_identity> verify_join_reply(const wire::value& body, const
 // removed. `why` names the failure.
 result<void> install_identity(const std::filesystem::path& dir, const cluster_identity& ident, std::string& why);
 
+// install_identity() leaves this file in a cluster_pki_dir it had to create cluster.pem
+// in: a local copy of the cluster's directory, not the share. Such a master mirrors the
+// minion keys and the AES key over the peer bus (master.cpp, "local copy").
+constexpr const char* k_local_copy_marker = ".sylvite-local-copy";
+bool is_local_copy(const std::filesystem::path& dir);
+
 // Whether `dir` makes master `id` a member already: cluster.pem and peers/<id>.pub are
 // there. A shared cluster_pki_dir without peers/<id>.pub (a new master on the cluster's
 // shared file system) is not membership: that master joins through the handshake too.

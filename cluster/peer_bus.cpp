@@ -155,15 +155,44 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       for (const auto& [id, addr] : learned_) {
         bool have = false;
         bool unknown = false;
+        auto la = config::parse_master_address(addr, s_.port == 0 ? 4520 : s_.port);
         for (const auto& [a, l] : links_) {
           if (l->id == id && l->state != "removed") have = true;
-          if (l->id.empty() && l->state != "self") unknown = true;
+          // A link to the same host that has not said who it is yet may be this peer
+          // (cluster_peers spelled without the port): wait for it. Another host's
+          // unidentified link (a peer that is down) must not hold this one back.
+          if (l->id.empty() && l->state != "self" && la && l->host == la->host) unknown = true;
           if (a == addr) have = true;
         }
         if (!have && !unknown && keys_.count(id)) to_add.push_back(addr);
       }
     }
     for (const auto& a : to_add) add_link(a);
+  }
+
+  // Drop one peer now (its peers/<id>.pub was just deleted here): nothing queued or sent
+  // to it from here on, e.g. the AES key rotated right after its removal.
+  void drop_peer(const std::string& id) {
+    bool had = false;
+    {
+      std::lock_guard lk(mu_);
+      for (auto& [addr, l] : links_)
+        if (l->id == id && l->state != "removed" && l->state != "self") {
+          l->state = "removed";
+          l->q.clear();
+          if (l->client) l->client->close();
+          had = true;
+        }
+      for (auto it = inbound_.begin(); it != inbound_.end();) {
+        if (it->second.from == id) it = inbound_.erase(it);
+        else ++it;
+      }
+      keys_.erase(id);
+      learned_.erase(id);
+      up_ids_.erase(id);
+    }
+    if (had) spdlog::warn("cluster peer {} removed: its links are closed", id);
+    if (had && ev_) ev_(id, false);
   }
 
   void watcher_loop() {
@@ -519,7 +548,8 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       auto id = std::string(wire::get_text(m.body, "id").value_or(""));
       auto pub = std::string(wire::get_text(m.body, "pub").value_or(""));
       auto addr = std::string(wire::get_text(m.body, "addr").value_or(""));
-      if (!valid_peer_id(id) || id == s_.id || !crypto::rsa_key::from_public_pem(pub)) {
+      if (id == s_.id) return true;  // this master's own join (it joined through `from`)
+      if (!valid_peer_id(id) || !crypto::rsa_key::from_public_pem(pub)) {
         spdlog::warn("cluster join note from {} malformed; ignored", from);
         return true;
       }
@@ -678,6 +708,8 @@ value peer_bus::status() const {
   }
   return out;
 }
+
+void peer_bus::drop_peer(const std::string& id) { impl_->drop_peer(id); }
 
 std::vector<std::string> peer_bus::linked_peers() const {
   std::lock_guard lk(impl_->mu_);

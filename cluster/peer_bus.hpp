@@ -90,6 +90,9 @@ class peer_bus {
   // [{id, address, state, queued, sent, received, last_error}] for operators.
   wire::value status() const;
   std::vector<std::string> linked_peers() const;
+  // Close a removed peer's links and discard what was queued for it, now (the watcher
+  // would within 2 s).
+  void drop_peer(const std::string& id);
 
  private:
   struct impl;

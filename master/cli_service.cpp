@@ -380,6 +380,7 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
       out->reply(value{{"return", "cannot remove " + p.string() + ": " + r.error().message()}, {"retcode", 1}});
       return;
     }
+    if (peers_) peers_->drop_peer(id);  // before the rotation: the new key must not reach it
     spdlog::warn("cluster peer {} removed by salt-run cluster.remove", id);
     const bool rotated = static_cast<bool>(rotate_aes("cluster.remove " + id));
     value ret = value::object();

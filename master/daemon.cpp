@@ -58,6 +58,7 @@ class peer_adapter final : public peer_sink {
     return b_.send(peer_id, type, body);
   }
   value status() const override { return b_.status(); }
+  void drop_peer(const std::string& id) override { b_.drop_peer(id); }
 
  private:
   cluster::peer_bus& b_;
@@ -182,8 +183,10 @@ int run_master(const config::master_config& cfg) {
         [core](const std::string& from, const std::string& type, const value& body) {
           core->handle_peer(from, type, body);
         },
-        [](const std::string& id, bool up) {
+        [core, &pool](const std::string& id, bool up) {
           spdlog::info("cluster peer {} {}", id, up ? "joined the bus" : "left the bus");
+          if (up && core->local_copy() && !pool.submit([core, id] { core->on_peer_up(id); }))
+            spdlog::warn("key sync with cluster peer {} skipped: worker queue full", id);
         });
     bus_sink = std::make_unique<peer_adapter>(*bus);
     core->set_peer_sink(bus_sink.get());

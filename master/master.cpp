@@ -112,6 +112,11 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       return ck.error();
     }
     m->mkeys_ = master_keys::from_key(std::move(ck->priv));
+    m->local_copy_ = cluster::is_local_copy(cdir);
+    if (m->local_copy_)
+      spdlog::info("cluster_pki_dir {} is a local copy (made by the join): minion keys and the cluster AES key "
+                   "follow the peers over the bus",
+                   cdir.string());
   } else {
     m->mkeys_ = std::move(*mk);
   }
@@ -204,6 +209,22 @@ void master_core::on_presence(const std::string& id, bool connected) {
 result<void> master_core::rotate_aes(const std::string& why) {
   result<void> r;
   bool rotated_here = true;
+  if (clustered() && local_copy_) {
+    // The shared .aes is not ours to write: a member on the share rotates it and sends
+    // the new key to every master, this one included.
+    if (peers_) {
+      const value st = peers_->status();
+      for (const auto& p : st)
+        if (wire::get_text(p, "state").value_or("") == "up" &&
+            peers_->send(std::string(wire::get_text(p, "id").value_or("")), "aes-rotate", value{{"why", why}})) {
+          spdlog::info("cluster AES key rotation ({}) asked of cluster peer {}", why,
+                       wire::get_text(p, "id").value_or(""));
+          return {};
+        }
+    }
+    spdlog::error("cluster AES key rotation ({}) failed: no cluster peer linked (local cluster_pki_dir)", why);
+    return make_error_code(boost::system::errc::host_unreachable);
+  }
   if (clustered()) {
     // Exactly one master rotates the shared key: cluster::rotate_aes holds an fcntl lock
     // on cluster_pki_dir/.aes.lock and adopts the key of a master that rotated first.
@@ -229,7 +250,9 @@ result<void> master_core::rotate_aes(const std::string& why) {
   spdlog::info("Rotating {} AES key ({}){}", clustered() ? "cluster" : "master", why,
                rotated_here ? "" : ": another master rotated it first, adopted");
   hub_.fire("key", value{{"rotate_aes_key", true}});
-  if (clustered() && peers_) peers_->broadcast("aes", value{{"why", why}});
+  // The key itself rides along (the links are encrypted): local-copy masters adopt it.
+  if (clustered() && peers_)
+    peers_->broadcast("aes", value{{"why", why}, {"key", aes_->current()->crypt.key_string()}});
   if (cfg_.ping_on_rotate) {
     publish_request req;
     req.tgt = "*";
@@ -325,7 +348,9 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
       return;
     }
     if (type == "aes") {
-      reload_cluster_aes(true);
+      auto key = wire::get_text(body, "key");
+      if (local_copy_ && key) adopt_peer_aes(from, std::string(*key));
+      else reload_cluster_aes(true);
       return;
     }
     if (type == "key") {
@@ -334,9 +359,30 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
       if (!act || !ids || !ids->is_array()) return;
       std::vector<std::string> v;
       for (const auto& x : *ids)
-        if (auto s = wire::as_text(x)) v.emplace_back(*s);
+        if (auto s = wire::as_text(x); s && pki::valid_id(*s)) v.emplace_back(*s);
+      apply_peer_keys(std::string(*act), v, wire::find(body, "pubs"));
       local_key_effects(std::string(*act), v);
       spdlog::info("key event {} for {} minion(s) from cluster peer {}", *act, v.size(), from);
+      return;
+    }
+    if (type == "aes-rotate") {  // asked by a master whose cluster_pki_dir is a local copy
+      if (!local_copy_)
+        (void)rotate_aes("asked by cluster peer " + from + ": " + std::string(wire::get_text(body, "why").value_or("")));
+      return;
+    }
+    if (type == "key-sync") {  // a local-copy peer asks for the minion keys
+      // Our link to a new master may not know its id yet: then every peer gets it (only a
+      // local copy applies it).
+      spdlog::debug("cluster peer {} asks for the minion keys", from);
+      if (peers_) {
+        value snap = key_snapshot();
+        if (!peers_->send(from, "keys", snap)) peers_->broadcast("keys", snap);
+      }
+      return;
+    }
+    if (type == "keys") {
+      spdlog::debug("minion keys from cluster peer {}{}", from, local_copy_ ? "" : " (ignored: shared cluster_pki_dir)");
+      if (local_copy_) apply_key_snapshot(from, body);
       return;
     }
     spdlog::warn("unknown cluster message type '{}' from {} ignored", type, from);
@@ -402,6 +448,89 @@ std::string master_core::lb_remove(const std::string& id) {
   return "";
 }
 
+// ---- local copy of cluster_pki_dir (a master that joined without the share) --------------
+void master_core::on_peer_up(const std::string& id) {
+  if (local_copy_ && peers_) {
+    const bool queued = peers_->send(id, "key-sync", value::object());
+    spdlog::debug("minion keys asked of cluster peer {} (local cluster_pki_dir){}", id, queued ? "" : ": no link");
+  }
+}
+
+void master_core::apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const value* pubs) {
+  using pki::key_state;
+  for (const auto& id : ids) {
+    if (act == "accept") {
+      auto pem = pubs && pubs->is_object() ? wire::get_text(*pubs, id) : std::nullopt;
+      // A shared directory has the file already; a local copy (or a share that lost it)
+      // gets it here. Never overwrite a different accepted key.
+      if (pem && !keys_.exists(key_state::accepted, id) && crypto::rsa_key::from_public_pem(*pem)) {
+        if (auto r = keys_.write(key_state::accepted, id, *pem); !r)
+          spdlog::warn("cannot record the accepted key of {} from a cluster peer: {}", id, r.error().message());
+        (void)keys_.remove(key_state::pending, id);
+      }
+    } else if (act == "reject") {  // on a shared directory already done: a no-op
+      for (auto from : {key_state::accepted, key_state::pending})
+        if (keys_.exists(from, id)) (void)keys_.move(id, from, key_state::rejected);
+    } else if (act == "delete") {
+      for (auto st : {key_state::accepted, key_state::pending, key_state::rejected, key_state::denied})
+        (void)keys_.remove(st, id);
+    }
+  }
+}
+
+value master_core::key_snapshot() const {
+  value snap = value::object();
+  for (auto st : {pki::key_state::accepted, pki::key_state::rejected}) {
+    value m = value::object();
+    for (const auto& id : keys_.list(st))
+      if (auto pem = keys_.read(st, id)) m[id] = *pem;
+    snap[std::string(pki::state_name(st))] = std::move(m);
+  }
+  return snap;
+}
+
+void master_core::apply_key_snapshot(const std::string& from, const value& snap) {
+  using pki::key_state;
+  keys_synced_ = true;
+  std::size_t added = 0;
+  for (auto st : {key_state::accepted, key_state::rejected}) {
+    const value* m = wire::find(snap, std::string(pki::state_name(st)));
+    if (!m || !m->is_object()) continue;
+    for (auto it = m->begin(); it != m->end(); ++it) {
+      const std::string id = it.key();
+      auto pem = wire::as_text(it.value());
+      if (!pki::valid_id(id) || !pem || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(*pem)) continue;
+      if (auto r = keys_.write(st, id, *pem); !r) {
+        spdlog::warn("cannot record the key of {} from cluster peer {}: {}", id, from, r.error().message());
+        continue;
+      }
+      (void)keys_.remove(key_state::pending, id);
+      accepted_.invalidate(id);
+      ++added;
+    }
+  }
+  if (added) spdlog::info("{} minion key(s) copied from cluster peer {} (local cluster_pki_dir)", added, from);
+}
+
+void master_core::adopt_peer_aes(const std::string& from, const std::string& key) {
+  if (!crypto::crypticle::from_key_string(key)) {
+    spdlog::warn("cluster AES key from {} is not a key; ignored", from);
+    return;
+  }
+  std::lock_guard flk(aes_file_mu_);
+  if (key == aes_->current()->crypt.key_string()) return;
+  if (auto r = util::write_file_atomic(*cfg_.cluster_pki_dir / ".aes", key, 0600); !r)
+    spdlog::warn("cannot write {}/.aes: {}", cfg_.cluster_pki_dir->string(), r.error().message());
+  std::error_code ec;
+  aes_mtime_ = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
+  {
+    std::lock_guard lk(publish_mu_);
+    if (!aes_->set_key_string(key)) return;
+  }
+  spdlog::info("Loaded the rotated cluster AES key (from cluster peer {})", from);
+  hub_.fire("key", value{{"rotate_aes_key", true}});
+}
+
 value master_core::cluster_status() const {
   value out = value::object();
   out["id"] = cfg_.id;
@@ -417,7 +546,14 @@ bool master_core::key_event(const std::string& act, const std::vector<std::strin
   if (clustered() && peers_ && !ids.empty()) {
     value v = value::array();
     for (const auto& id : ids) v.push_back(id);
-    peers_->broadcast("key", value{{"act", act}, {"ids", v}});
+    value msg{{"act", act}, {"ids", v}};
+    if (act == "accept") {  // the keys themselves, for peers whose cluster_pki_dir is a local copy
+      value pubs = value::object();
+      for (const auto& id : ids)
+        if (auto pem = keys_.read(pki::key_state::accepted, id)) pubs[id] = *pem;
+      msg["pubs"] = std::move(pubs);
+    }
+    peers_->broadcast("key", msg);
   }
   if (revoke && cfg_.rotate_aes_key && !ids.empty()) {
     rotated = static_cast<bool>(rotate_aes("key " + act));
@@ -432,17 +568,29 @@ void master_core::maintenance(sys_clock::time_point now) {
   std::error_code ec;
   bool rotate = false;
   std::string why;
-  if (fs::exists(dfn, ec)) {
+  if (fs::exists(dfn, ec) && !local_copy_) {  // a local copy leaves rotations to the share's masters
     rotate = true;
     why = "drop file";
   }
   auto cur = aes_->current();
+  if (clustered() && local_copy_ && peers_ && (++sync_ticks_ % 12 == 0 || !keys_synced_)) {
+    // A local copy asks one peer for the minion keys at every tick until a snapshot came
+    // (the first answer can miss a link that was still being set up), then every minute
+    // (auto-accepted keys raise no key event).
+    const value st = peers_->status();
+    for (const auto& p : st)
+      if (wire::get_text(p, "state").value_or("") == "up") {
+        peers_->send(std::string(wire::get_text(p, "id").value_or("")), "key-sync", value::object());
+        break;
+      }
+  }
   if (clustered()) {
     reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late
     std::error_code mec;
     auto mt = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", mec);
     const auto age = std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now() - mt);
-    if (!rotate && !mec && cfg_.publish_session > 0 && age >= std::chrono::seconds(cfg_.publish_session)) {
+    if (!rotate && !mec && !local_copy_ && cfg_.publish_session > 0 &&
+        age >= std::chrono::seconds(cfg_.publish_session)) {
       rotate = true;
       why = "publish_session elapsed";
     }

@@ -66,6 +66,7 @@ class peer_sink {
   // false when no link to that peer is known (the caller broadcasts instead).
   virtual bool send(const std::string& peer_id, const std::string& type, const wire::value& body) = 0;
   virtual wire::value status() const = 0;
+  virtual void drop_peer(const std::string& id) = 0;  // removed: send it nothing more
 };
 
 class master_signer;  // master/master_sign.hpp
@@ -126,6 +127,9 @@ class master_core {
   void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
   // Peer link state for operators (salt-run cluster.peers).
   wire::value cluster_status() const;
+  // A peer link came up: a local-copy master asks it for the minion keys.
+  void on_peer_up(const std::string& id);
+  bool local_copy() const noexcept { return local_copy_; }
   // Load balancer (cluster_lb_admin): add a master that joined through this one to the
   // HAProxy backends through the runtime API, or log the exact lines to add; take one
   // out (cluster.remove). Blocking (a socket round trip): run on a worker.
@@ -222,6 +226,11 @@ class master_core {
   master_keys own_;                               // pki_dir/master.pem (mkeys_ = cluster key)
   std::filesystem::file_time_type aes_mtime_{};   // of cluster_pki_dir/.aes when loaded
   std::mutex aes_file_mu_;
+  // cluster_pki_dir is a local copy made by a join (cluster::is_local_copy), not the
+  // share: minion keys and the AES key are mirrored from the peers over the bus.
+  bool local_copy_ = false;
+  unsigned sync_ticks_ = 0;
+  std::atomic<bool> keys_synced_{false};  // a key snapshot arrived since start
   std::mutex owners_mu_;
   std::map<std::string, std::string> jid_owner_;  // jid -> master that published it
   std::deque<std::string> jid_order_;
@@ -229,6 +238,11 @@ class master_core {
   std::optional<std::string> owner_of(const std::string& jid);
   bool reload_cluster_aes(bool force);            // true if the key changed
   void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
+  // Key files from a peer's key event ({act, ids, pubs}) or snapshot ("keys").
+  void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const wire::value* pubs);
+  wire::value key_snapshot() const;
+  void apply_key_snapshot(const std::string& from, const wire::value& snap);
+  void adopt_peer_aes(const std::string& from, const std::string& key);
   std::mutex publish_mu_;  // serial order == send order
   sys_clock::time_point last_clean_{};
   std::shared_ptr<cli_state> cli_;  // shared_ptr: type-erased deleter (incomplete here)

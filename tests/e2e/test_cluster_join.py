@@ -126,3 +126,47 @@ def test_refusals_leave_nothing_behind(env, cluster):
     # a master that is not a member (its own peers/<id>.pub is gone) cannot accept a join
     (cluster.shared / "pki" / "peers" / "cm3.pub").unlink()
     refused(cluster, make_joiner(env, cluster, name="cw5", via="cm3"), "not a member", on="cm3")
+
+
+def test_joiner_with_a_local_cluster_pki_dir_mirrors_keys_and_aes(env, cluster):
+    """A master that joins with its own cluster_pki_dir (not the share) gets the minion
+    keys and follows AES rotations over the bus: its jobs reach every minion."""
+    cluster.start_lb()
+    names = ["lc1", "lc2", "lc3"]
+    for n in names:
+        cluster.minion(n, acceptance_wait_time=1, random_reauth_delay=1).start()
+    cm1 = cluster.masters[0]
+    wait_for(lambda: set(names) <= set(cm1.keys().get("minions_pre", [])), 60, "keys pending")
+    assert cm1.salt_key("-A", "-y").returncode == 0
+    wait_for(lambda: cm1.salt_json("lc*", "test.ping", "-t", "5") == {n: True for n in names}, 60, "minions up")
+    j = make_joiner(env, cluster)
+    j.start()
+    j.wait_ready()
+    cpki = j.root / "cpki"
+    assert (cpki / ".sylvite-local-copy").exists()
+    # the accepted keys arrive over the bus (key-sync at link-up)
+    wait_for(lambda: {p.name for p in (cpki / "minions").iterdir()} >= set(names), 30, "keys copied to cm4")
+    assert "minion key(s) copied from cluster peer" in logs(j)
+    # its jobs reach every minion, connected to the other masters
+    wait_for(lambda: j.salt_json("lc*", "test.ping", "-t", "5") == {n: True for n in names}, 60,
+             "cm4's job to reach every minion")
+    # a key accepted later on another master follows (key event with the key)
+    cluster.minion("lc4", acceptance_wait_time=1, random_reauth_delay=1).start()
+    wait_for(lambda: "lc4" in cm1.keys().get("minions_pre", []), 60, "lc4 pending")
+    assert cm1.salt_key("-a", "lc4", "-y").returncode == 0
+    wait_for(lambda: (cpki / "minions" / "lc4").exists(), 30, "lc4's key on cm4")
+    # AES rotation by a member on the share (drop file) reaches the local copy
+    shared_aes = cluster.shared / "pki" / ".aes"
+    old = shared_aes.read_text().strip()
+    (cluster.shared / "cache" / ".dfn").touch()
+    wait_for(lambda: shared_aes.read_text().strip() != old, 30, "the shared AES key to rotate")
+    wait_for(lambda: (cpki / ".aes").read_text().strip() == shared_aes.read_text().strip(), 30,
+             "cm4 to adopt the rotated key")
+    # a rotation cm4 needs (a key deleted on it) is done by a member on the share
+    old = shared_aes.read_text().strip()
+    assert j.salt_key("-d", "lc4", "-y").returncode == 0
+    wait_for(lambda: shared_aes.read_text().strip() != old, 30, "the rotation asked by cm4")
+    wait_for(lambda: (cpki / ".aes").read_text().strip() == shared_aes.read_text().strip(), 30, "cm4 on the new key")
+    wait_for(lambda: not (cluster.shared / "pki" / "minions" / "lc4").exists(), 15, "lc4 deleted on the share too")
+    wait_for(lambda: j.salt_json("lc*", "test.ping", "-t", "5") == {n: True for n in names}, 90,
+             "every minion again after the rotation")

@@ -16,6 +16,7 @@ import pytest
 from glusterlab import gluster_available
 from multihostlab import MultiHostCluster, onboard as _onboard, ping, wait_ping  # noqa: F401
 from netlab import NetLab
+from sylvite_harness import wait_for
 
 why_skip = gluster_available()
 pytestmark = pytest.mark.skipif(why_skip is not None, reason=why_skip or "")
