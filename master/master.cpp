@@ -360,7 +360,11 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
       std::vector<std::string> v;
       for (const auto& x : *ids)
         if (auto s = wire::as_text(x); s && pki::valid_id(*s)) v.emplace_back(*s);
-      apply_peer_keys(std::string(*act), v, wire::find(body, "pubs"));
+      // Accepted keys are written from the event only where the share does not have them
+      // already: on a local copy, or from a local copy's own salt-key (a late event
+      // must not bring back a key deleted on the share meanwhile).
+      const bool from_local = wire::get_bool(body, "local").value_or(false);
+      apply_peer_keys(std::string(*act), v, (local_copy_ || from_local) ? wire::find(body, "pubs") : nullptr);
       local_key_effects(std::string(*act), v);
       spdlog::info("key event {} for {} minion(s) from cluster peer {}", *act, v.size(), from);
       return;
@@ -546,7 +550,7 @@ bool master_core::key_event(const std::string& act, const std::vector<std::strin
   if (clustered() && peers_ && !ids.empty()) {
     value v = value::array();
     for (const auto& id : ids) v.push_back(id);
-    value msg{{"act", act}, {"ids", v}};
+    value msg{{"act", act}, {"ids", v}, {"local", local_copy_}};
     if (act == "accept") {  // the keys themselves, for peers whose cluster_pki_dir is a local copy
       value pubs = value::object();
       for (const auto& id : ids)
