@@ -260,7 +260,8 @@ class reader {
     }
     out = std::move(m);
   }
-  void string_list(const std::string& name, std::vector<std::string>& out) {
+  // exact > 0: the list must have that many entries.
+  void string_list(const std::string& name, std::vector<std::string>& out, std::size_t exact = 0) {
     const wire::value* v = get(name);
     if (!v || error) return;
     if (v->is_null()) {
@@ -273,6 +274,7 @@ class reader {
       if (!x.is_string()) return fail(name, "a list of strings", *v);
       list.push_back(x.get<std::string>());
     }
+    if (exact && list.size() != exact) return fail(name, "a list of " + std::to_string(exact) + " strings", *v);
     out = std::move(list);
   }
   void nodegroup_map(const std::string& name, std::map<std::string, std::string>& out) {
@@ -367,7 +369,7 @@ class writer {
     for (auto& [env, dirs] : v) o[env] = dirs;
     raw_[name] = o;
   }
-  void string_list(const std::string& name, std::vector<std::string>& v) { raw_[name] = v; }
+  void string_list(const std::string& name, std::vector<std::string>& v, std::size_t = 0) { raw_[name] = v; }
   void nodegroup_map(const std::string& name, std::map<std::string, std::string>& v) {
     wire::value o = wire::value::object();
     for (auto& [k, s] : v) o[k] = s;
@@ -452,7 +454,7 @@ void visit_master(master_config& c, V& v) {
   v.opt_string("cluster_pub_fingerprint", c.cluster_pub_fingerprint);
   v.boolean("cluster_allow_empty_secret", c.cluster_allow_empty_secret);
   v.opt_string("cluster_lb_admin", c.cluster_lb_admin);
-  v.string_list("cluster_lb_backends", c.cluster_lb_backends);
+  v.string_list("cluster_lb_backends", c.cluster_lb_backends, 2);  // [publish backend, request backend]
 }
 
 template <class V>

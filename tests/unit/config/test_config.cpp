@@ -410,3 +410,17 @@ TEST(MasterAddress, Parse) {
     }
   }
 }
+
+TEST_F(ConfigDir, ClusterLbBackendsNeedsTwoNames) {
+  write("master", "cluster_lb_admin: /run/haproxy/admin.sock\ncluster_lb_backends: [pub]\n");
+  auto m = load_master_config(dir_);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().option, "cluster_lb_backends");
+  EXPECT_EQ(m.error().message,
+            file("master") + ": option 'cluster_lb_backends': expected a list of 2 strings, got [\"pub\"]");
+  write("master", "cluster_lb_admin: 10.0.0.5:9999\ncluster_lb_backends: [p, r]\n");
+  auto ok = load_master_config(dir_);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->cluster_lb_admin, "10.0.0.5:9999");
+  EXPECT_EQ(ok->cluster_lb_backends, (std::vector<std::string>{"p", "r"}));
+}
