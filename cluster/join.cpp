@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 #include <vector>
 
 #include "cluster/cluster_pki.hpp"
@@ -73,6 +74,18 @@ std::string norm_fp(const std::string& f) {
 }
 
 bool same_pem(const std::string& a, const std::string& b) { return trim(a) == trim(b); }
+
+// The envelope every handshake message shares: a map; for replies, no {error: ...} from
+// the peer; `cmd` ("cluster/<name>", refused as "not a <name>"); for requests, v 1.
+bool envelope_ok(const value& body, std::string_view cmd, bool reply, std::string& why) {
+  if (!body.is_object()) return why = "not a map", false;
+  if (reply) {
+    if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), false;
+  }
+  if (text_field(body, "cmd") != cmd) return why = "not a " + std::string(cmd.substr(cmd.find('/') + 1)), false;
+  if (!reply && wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", false;
+  return true;
+}
 }  // namespace
 
 // ---- discover ---------------------------------------------------------------------------------
@@ -94,9 +107,7 @@ value make_discover(const std::string& cluster_id, const std::string& my_id, con
 
 std::optional<discover_info> verify_discover(const value& body, const std::string& my_cluster_id,
                                              const std::string& my_id, std::int64_t now, std::string& why) {
-  if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (text_field(body, "cmd") != "cluster/discover") return why = "not a discover", std::nullopt;
-  if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
+  if (!envelope_ok(body, "cluster/discover", false, why)) return std::nullopt;
   if (text_field(body, "cluster_id") != my_cluster_id) return why = "another cluster_id", std::nullopt;
   discover_info d{text_field(body, "from"), text_field(body, "pub"), text_field(body, "addr"), text_field(body, "nonce")};
   if (!valid_peer_id(d.from)) return why = "invalid peer id", std::nullopt;
@@ -200,9 +211,7 @@ bool fingerprint_matches(const std::string& pem, const std::string& fingerprint)
 std::optional<discover_reply_info> verify_discover_reply(const value& body, const std::string& my_id,
                                                          const std::string& nonce, const cluster_pin& pin,
                                                          std::string& why) {
-  if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), std::nullopt;
-  if (text_field(body, "cmd") != "cluster/discover-reply") return why = "not a discover-reply", std::nullopt;
+  if (!envelope_ok(body, "cluster/discover-reply", true, why)) return std::nullopt;
   discover_reply_info r{text_field(body, "from"), text_field(body, "token"), text_field(body, "peer_pub"), text_field(body, "cluster_pub")};
   if (!valid_peer_id(r.from)) return why = "invalid peer id", std::nullopt;
   if (r.from == my_id) return why = "a reply from myself", std::nullopt;
@@ -262,9 +271,7 @@ bool secret_matches(const std::optional<std::string>& mine, const std::optional<
 std::optional<join_request> verify_join(const value& body, const crypto::rsa_key& my_priv,
                                         const std::optional<std::string>& my_secret, bool allow_empty,
                                         pending_joins& pending, std::int64_t now, std::string& why) {
-  if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (text_field(body, "cmd") != "cluster/join") return why = "not a join", std::nullopt;
-  if (wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", std::nullopt;
+  if (!envelope_ok(body, "cluster/join", false, why)) return std::nullopt;
   join_request j{text_field(body, "from"), {}, {}, text_field(body, "token")};
   if (!valid_peer_id(j.from)) return why = "invalid peer id", std::nullopt;
   const auto* pe = pending.peek(j.from, j.token, now, why);
@@ -314,9 +321,7 @@ value make_join_reply(const std::string& my_id, const crypto::rsa_key& my_priv, 
 std::optional<cluster_identity> verify_join_reply(const value& body, const std::string& my_id,
                                                   const crypto::rsa_key& my_priv, const discover_reply_info& r,
                                                   std::string& why) {
-  if (!body.is_object()) return why = "not a map", std::nullopt;
-  if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), std::nullopt;
-  if (text_field(body, "cmd") != "cluster/join-reply") return why = "not a join-reply", std::nullopt;
+  if (!envelope_ok(body, "cluster/join-reply", true, why)) return std::nullopt;
   if (text_field(body, "from") != r.from) return why = "join-reply from a peer that was not asked", std::nullopt;
   if (text_field(body, "to") != my_id) return why = "reply addressed to another master", std::nullopt;
   if (text_field(body, "token") != r.token) return why = "token not echoed", std::nullopt;

@@ -115,7 +115,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
 
   void refresh_keys() {
     auto keys = list_peer_keys(s_.pki_dir);  // file I/O: watcher thread only
-    std::vector<std::string> removed;
+    std::set<std::string> gone;
     std::vector<std::shared_ptr<link>> revived;
     {
       std::lock_guard lk(mu_);
@@ -123,10 +123,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
         if (l->id.empty()) continue;
         const bool has = keys.count(l->id) > 0;
         if (!has && l->state != "removed" && l->state != "self" && l->state != "duplicate") {
-          l->state = "removed";
-          l->q.clear();
-          if (l->client) l->client->close();
-          removed.push_back(l->id);
+          gone.insert(l->id);
         } else if (has && l->state == "removed") {
           l->state = "connecting";
           revived.push_back(l);
@@ -138,15 +135,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       }
       keys_ = std::move(keys);
     }
-    for (const auto& id : removed) {
-      spdlog::warn("cluster peer {} removed (cluster_pki_dir/peers/{}.pub is gone): its links are closed", id, id);
-      {
-        std::lock_guard lk(mu_);
-        up_ids_.erase(id);
-        learned_.erase(id);
-      }
-      if (ev_) ev_(id, false);
-    }
+    for (const auto& id : gone) drop_peer(id, "cluster_pki_dir/peers/" + id + ".pub is gone");
     for (auto& l : revived) poke(l);
     // Peers that linked to us but that we have no link to yet.
     std::vector<std::string> to_add;
@@ -170,14 +159,15 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     for (const auto& a : to_add) add_link(a);
   }
 
-  // Drop one peer now (its peers/<id>.pub was just deleted here): nothing queued or sent
-  // to it from here on, e.g. the AES key rotated right after its removal.
-  void drop_peer(const std::string& id) {
+  // Drop one peer: its links closed, what was queued for it discarded, nothing sent to it
+  // from here on (cluster.remove calls it before rotating the AES key; the watcher when
+  // peers/<id>.pub is gone).
+  void drop_peer(const std::string& id, const std::string& why) {
     bool had = false;
     {
       std::lock_guard lk(mu_);
       for (auto& [addr, l] : links_)
-        if (l->id == id && l->state != "removed" && l->state != "self") {
+        if (l->id == id && l->state != "removed" && l->state != "self" && l->state != "duplicate") {
           l->state = "removed";
           l->q.clear();
           if (l->client) l->client->close();
@@ -191,7 +181,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       learned_.erase(id);
       up_ids_.erase(id);
     }
-    if (had) spdlog::warn("cluster peer {} removed: its links are closed", id);
+    if (had) spdlog::warn("cluster peer {} removed ({}): its links are closed", id, why);
     if (had && ev_) ev_(id, false);
   }
 
@@ -715,7 +705,7 @@ value peer_bus::status() const {
   return out;
 }
 
-void peer_bus::drop_peer(const std::string& id) { impl_->drop_peer(id); }
+void peer_bus::drop_peer(const std::string& id) { impl_->drop_peer(id, "removed on this master"); }
 
 std::vector<std::string> peer_bus::linked_peers() const {
   std::lock_guard lk(impl_->mu_);

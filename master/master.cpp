@@ -212,15 +212,9 @@ result<void> master_core::rotate_aes(const std::string& why) {
   if (clustered() && local_copy_) {
     // The shared .aes is not ours to write: a member on the share rotates it and sends
     // the new key to every master, this one included.
-    if (peers_) {
-      const value st = peers_->status();
-      for (const auto& p : st)
-        if (wire::get_text(p, "state").value_or("") == "up" &&
-            peers_->send(std::string(wire::get_text(p, "id").value_or("")), "aes-rotate", value{{"why", why}})) {
-          spdlog::info("cluster AES key rotation ({}) asked of cluster peer {}", why,
-                       wire::get_text(p, "id").value_or(""));
-          return {};
-        }
+    if (auto peer = linked_peer(); peer && peers_->send(*peer, "aes-rotate", value{{"why", why}})) {
+      spdlog::info("cluster AES key rotation ({}) asked of cluster peer {}", why, *peer);
+      return {};
     }
     spdlog::error("cluster AES key rotation ({}) failed: no cluster peer linked (local cluster_pki_dir)", why);
     return make_error_code(boost::system::errc::host_unreachable);
@@ -273,13 +267,25 @@ bool master_core::reload_cluster_aes(bool force) {
   if (!af) return false;
   aes_mtime_ = af->mtime;
   if (af->key == aes_->current()->crypt.key_string()) return false;
+  return use_cluster_aes(af->key, "");
+}
+
+bool master_core::use_cluster_aes(const std::string& key, const std::string& source) {
   {
-    std::lock_guard lk(publish_mu_);
-    if (!aes_->set_key_string(af->key)) return false;
+    std::lock_guard lk(publish_mu_);  // a publish never pairs an old serial with a new key
+    if (!aes_->set_key_string(key)) return false;
   }
-  spdlog::info("Loaded the rotated cluster AES key");
+  spdlog::info("Loaded the rotated cluster AES key{}", source);
   hub_.fire("key", value{{"rotate_aes_key", true}});
   return true;
+}
+
+std::optional<std::string> master_core::linked_peer() const {
+  if (!peers_) return std::nullopt;
+  for (const auto& p : peers_->status())
+    if (wire::get_text(p, "state").value_or("") == "up")
+      if (auto id = wire::get_text(p, "id"); id && !id->empty()) return std::string(*id);
+  return std::nullopt;
 }
 
 void master_core::local_key_effects(const std::string& act, const std::vector<std::string>& ids) {
@@ -396,6 +402,13 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
 }
 
 namespace {
+// The host of a bus address "host:port" / "[v6]:port" (the address HAProxy reaches a
+// master on: its `interface`).
+std::string host_of(const std::string& addr, int default_port) {
+  auto a = config::parse_master_address(addr, default_port);
+  return a ? a->host : addr;
+}
+
 haproxy_cfg::runtime_backends lb_backends(const config::master_config& c) {
   haproxy_cfg::runtime_backends b;
   if (c.cluster_lb_backends.size() == 2) {
@@ -409,8 +422,7 @@ haproxy_cfg::runtime_backends lb_backends(const config::master_config& c) {
 void master_core::lb_add_joined(const std::string& id, const std::string& bus_addr) {
   // The joiner's bus address is its `interface` (or its id when it listens on all
   // addresses): the address HAProxy reaches it on; the ports are this cluster's.
-  std::string host = bus_addr.substr(0, bus_addr.rfind(':'));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string host = host_of(bus_addr, cfg_.cluster_pool_port);
   // Named by its address, as sylvite-haproxy-cfg names every server.
   const haproxy_cfg::master_server m{haproxy_cfg::server_name(host), host};
   const auto b = lb_backends(cfg_);
@@ -433,17 +445,10 @@ std::string master_core::lb_remove(const std::string& id) {
   // The server is named by the master's address (its bus address's host), as
   // sylvite-haproxy-cfg and lb_add_joined name them.
   std::string host;
-  if (peers_) {
-    const value st = cluster_status();
-    if (const value* ps = wire::find(st, "peers"); ps && ps->is_array())
-      for (const auto& p : *ps)
-        if (wire::get_text(p, "id").value_or("") == id) {
-          std::string a(wire::get_text(p, "address").value_or(""));
-          if (auto c = a.rfind(':'); c != std::string::npos) a.resize(c);
-          if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
-          if (!a.empty()) host = a;
-        }
-  }
+  if (peers_)
+    for (const auto& p : peers_->status())
+      if (wire::get_text(p, "id").value_or("") == id)
+        if (auto a = wire::get_text(p, "address"); a && !a->empty()) host = host_of(std::string(*a), cfg_.cluster_pool_port);
   if (host.empty()) return "the bus address of '" + id + "' is unknown (no link to it)";
   auto r = haproxy_cfg::runtime_send(*cfg_.cluster_lb_admin, haproxy_cfg::runtime_remove_commands(
                                                                  haproxy_cfg::server_name(host), lb_backends(cfg_)));
@@ -527,12 +532,7 @@ void master_core::adopt_peer_aes(const std::string& from, const std::string& key
     spdlog::warn("cannot write {}/.aes: {}", cfg_.cluster_pki_dir->string(), r.error().message());
   std::error_code ec;
   aes_mtime_ = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
-  {
-    std::lock_guard lk(publish_mu_);
-    if (!aes_->set_key_string(key)) return;
-  }
-  spdlog::info("Loaded the rotated cluster AES key (from cluster peer {})", from);
-  hub_.fire("key", value{{"rotate_aes_key", true}});
+  use_cluster_aes(key, " (from cluster peer " + from + ")");
 }
 
 value master_core::cluster_status() const {
@@ -581,12 +581,7 @@ void master_core::maintenance(sys_clock::time_point now) {
     // A local copy asks one peer for the minion keys at every tick until a snapshot came
     // (the first answer can miss a link that was still being set up), then every minute
     // (auto-accepted keys raise no key event).
-    const value st = peers_->status();
-    for (const auto& p : st)
-      if (wire::get_text(p, "state").value_or("") == "up") {
-        peers_->send(std::string(wire::get_text(p, "id").value_or("")), "key-sync", value::object());
-        break;
-      }
+    if (auto peer = linked_peer()) peers_->send(*peer, "key-sync", value::object());
   }
   if (clustered()) {
     reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late

@@ -237,6 +237,10 @@ class master_core {
   void note_owner(const std::string& jid, const std::string& master);
   std::optional<std::string> owner_of(const std::string& jid);
   bool reload_cluster_aes(bool force);            // true if the key changed
+  // Serve `key` from now on (caller holds aes_file_mu_); logs "Loaded the rotated cluster
+  // AES key<source>" and tells the event bus.
+  bool use_cluster_aes(const std::string& key, const std::string& source);
+  std::optional<std::string> linked_peer() const;  // a peer whose link is up
   void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
   // Key files from a peer's key event ({act, ids, pubs}) or snapshot ("keys").
   void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const wire::value* pubs);

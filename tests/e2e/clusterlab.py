@@ -6,6 +6,7 @@ only the load balancer's address. Multi-host variants pass netlab hosts.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -53,6 +54,19 @@ def haproxy_cfg(lb_host: str, pub_port: int, req_port: int, masters, stats_sock:
     ]
     lines += [f"    server {n} {h}:{r} check" for n, h, _, r in masters]
     return "\n".join(lines) + "\n"
+
+
+def master_logs(m) -> str:
+    """A master's stdout/stderr and its log_file, for assertions on what it logged."""
+    p = m.root / "master.log"
+    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
+
+
+def peer_states(m) -> dict:
+    """{peer id: link state} from `salt-run cluster.peers` on master m."""
+    r = m.salt_run("cluster.peers", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {p["id"]: p["state"] for p in json.loads(r.stdout)["peers"] if p["id"]}
 
 
 def haproxy_stat(stats_sock) -> list[dict]:

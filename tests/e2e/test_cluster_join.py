@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from clusterlab import LocalCluster
+from clusterlab import LocalCluster, master_logs as logs, peer_states as peers_of
 from sylvite_harness import free_port, wait_for
 
 SECRET = "join-s3cret"
@@ -41,17 +41,6 @@ def make_joiner(env, cluster, name="cm4", secret=SECRET, fp=None, via="cm1", **o
                    pillar_roots={"base": [str(cluster.shared / "srv" / "pillar")]}, **opts)
     m.pool_port = port
     return m
-
-
-def logs(m) -> str:
-    p = m.root / "master.log"
-    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
-
-
-def peers_of(m) -> dict:
-    r = m.salt_run("cluster.peers", "--out", "json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return {p["id"]: p["state"] for p in json.loads(r.stdout)["peers"] if p["id"]}
 
 
 def refused(cluster, joiner, reason, on="cm1"):

@@ -12,19 +12,14 @@ import time
 
 import pytest
 
-from clusterlab import LocalCluster
+from clusterlab import LocalCluster, master_logs as logs
 from swarmlab import SWARM, Swarm
-from sylvite_harness import BIN, free_port, wait_for
+from sylvite_harness import BIN, free_port
 
 SECRET = "load-join-secret"
 N = 1000
 
 pytestmark = pytest.mark.skipif(not SWARM.exists(), reason=f"{SWARM} is not built")
-
-
-def logs(m) -> str:
-    p = m.root / "master.log"
-    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
 
 
 def jid_of(r) -> str:
@@ -36,7 +31,7 @@ def test_join_under_load_loses_no_return(env):
     c = LocalCluster(env, cluster_secret=SECRET, auto_accept=True, log_level_logfile="info")
     sw = None
     try:
-        sw = Swarm(env.root, N, "127.0.0.1", c.lb_req, c.lb_pub, prefix="jl-")
+        sw = Swarm(env.root, N, c.lb_req, c.lb_pub, prefix="jl-")
         st = sw.wait_ready(300)
         print(f"\n{N} swarm minions signed in ({st['auth_attempts']} attempts)")
         cm1, cm2, _ = c.masters

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from clusterlab import master_logs as logs, peer_states as peers_of
 from glusterlab import gluster_available
 from multihostlab import MultiHostCluster, onboard, shared_opts, wait_ping
 from netlab import NetLab
@@ -44,17 +45,6 @@ def mh(env):
             yield c
         finally:
             c.close()
-
-
-def logs(m) -> str:
-    p = m.root / "master.log"
-    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
-
-
-def peers_of(m) -> dict:
-    r = m.salt_run("cluster.peers", "--out", "json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return {p["id"]: p["state"] for p in json.loads(r.stdout)["peers"] if p["id"]}
 
 
 def lookup(m, jid) -> dict:

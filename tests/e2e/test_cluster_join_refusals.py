@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from clusterlab import LocalCluster
+from clusterlab import LocalCluster, master_logs as logs, peer_states as peers_of
 from sylvite_harness import BIN, Proc, free_port, gen_key_pair, wait_for
 
 SECRET = "join-s3cret"
@@ -39,11 +39,6 @@ def cluster(env):
     c.close()
 
 
-def logs(m) -> str:
-    p = m.root / "master.log"
-    return m.log_text() + (p.read_text(errors="replace") if p.exists() else "")
-
-
 def probe(env, cluster, mode, probe_id, via="cm1", secret=SECRET) -> list[str]:
     """Run a client mode of the probe against `via`'s pool port; its output lines."""
     pem, _ = gen_key_pair(env.root / "probe" / probe_id, "master")
@@ -56,12 +51,6 @@ def probe(env, cluster, mode, probe_id, via="cm1", secret=SECRET) -> list[str]:
 
 def wait_logged(m, pattern, what):
     return wait_for(lambda: re.search(pattern, logs(m)), 10, what)
-
-
-def peers_of(m) -> dict:
-    r = m.salt_run("cluster.peers", "--out", "json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return {p["id"]: p["state"] for p in json.loads(r.stdout)["peers"] if p["id"]}
 
 
 def test_crafted_discover_and_join_refused(env, cluster):
