@@ -65,6 +65,12 @@ std::string text_or_empty(const wire::value& v) {
   return t ? std::string(*t) : std::string();
 }
 
+// As Salt: a return for a jid that is not in the cache is refused with this error.
+void log_unknown_job(const std::string& id, const std::string& jid) {
+  spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
+                detail::printable(id), detail::printable(jid));
+}
+
 void add_ids(std::set<std::string>& out, const wire::value& v) {
   if (!v.is_array()) return;
   for (const auto& e : v)
@@ -194,26 +200,57 @@ void job_cache::run_writer() {
   }
 }
 
-void job_cache::write_one(const pending_write& w) {
-  const fs::path id_dir = w.dir / w.id;
-  if (::mkdir(id_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    spdlog::error("job cache: cannot create {}: {}", id_dir.string(), std::strerror(errno));
-    return;
+job_cache::return_files job_cache::pack_return(const wire::value& ret_load) {
+  return_files f;
+  wire::value rec = wire::value::object();
+  if (ret_load.is_object()) {
+    for (const char* k : {"return", "retcode", "success"})
+      if (auto it = ret_load.find(k); it != ret_load.end()) rec[k] = *it;
+    if (auto it = ret_load.find("out"); it != ret_load.end()) {
+      f.out = wire::pack(*it, wire::packing::frame);
+      f.has_out = true;
+    }
   }
-  auto r = util::create_exclusive_nosync(id_dir / return_p, w.rec);
+  f.rec = wire::pack(rec, wire::packing::frame);
+  return f;
+}
+
+result<job_cache::return_write> job_cache::write_return(const fs::path& dir, const std::string& id,
+                                                        const return_files& f) {
+  // One mkdir (EEXIST when the minion returned before): no stat chain per return.
+  const fs::path id_dir = dir / id;
+  if (::mkdir(id_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (errno == ENOENT) return return_write::job_gone;  // cleaned, by us or another master
+    spdlog::error("job cache: cannot create {}: {}", id_dir.string(), std::strerror(errno));
+    return util::errc::io_error;
+  }
+  auto r = util::create_exclusive_nosync(id_dir / return_p, f.rec);
   if (!r) {
-    if (r.error() == util::errc::already_exists) {
+    if (r.error() == util::errc::already_exists) return return_write::exists;
+    spdlog::error("job cache: cannot write {}", (id_dir / return_p).string());
+    return r.error();
+  }
+  if (f.has_out) {
+    if (auto o = util::write_file_atomic_nosync(id_dir / out_p, f.out); !o)
+      spdlog::error("job cache: cannot write {}", (id_dir / out_p).string());
+  }
+  return return_write::written;
+}
+
+void job_cache::write_one(const pending_write& w) {
+  auto r = write_return(w.dir, w.id, w.files);
+  if (!r) return;
+  switch (*r) {
+    case return_write::written:
+      break;
+    case return_write::exists:
       // Another process (or a restart race) stored one first: it wins, as on disk.
       conflicts_++;
       spdlog::debug("job cache: return.p of {} in {} already written by another writer", w.id, w.dir.string());
-    } else {
-      spdlog::error("job cache: cannot write {}", (id_dir / return_p).string());
-    }
-    return;
-  }
-  if (w.has_out) {
-    if (auto o = util::write_file_atomic_nosync(id_dir / out_p, w.out); !o)
-      spdlog::error("job cache: cannot write {}", (id_dir / out_p).string());
+      break;
+    case return_write::job_gone:
+      spdlog::error("job cache: cannot create {}: {}", (w.dir / w.id).string(), std::strerror(ENOENT));
+      break;
   }
 }
 
@@ -318,147 +355,109 @@ result<void> job_cache::add_minions(const std::string& jid, const std::vector<st
 }
 
 result<bool> job_cache::save_return(const std::string& jid, const std::string& id, const wire::value& ret_load) {
-  if (mode_ == write_mode::async) {
-    std::size_t queued;
-    {
-      std::lock_guard lk(q_mu_);
-      queued = q_.size();
+  try {
+    if (!pki::valid_id(id)) {
+      spdlog::warn("job cache: refusing return for jid {} from invalid id '{}'", detail::printable(jid),
+                   detail::printable(id));
+      return util::errc::invalid_argument;
     }
-    if (queued < kMaxQueued) return save_return_async(jid, id, ret_load);
-    drain();  // back-pressure: the writer is far behind
+    if (mode_ == write_mode::async) {
+      std::size_t queued;
+      {
+        std::lock_guard lk(q_mu_);
+        queued = q_.size();
+      }
+      if (queued < kMaxQueued) return save_return_async(jid, id, ret_load);
+      drain();  // back-pressure: the writer is far behind
+    }
+    return save_return_sync(jid, id, ret_load);
+  } catch (const std::exception& e) {
+    spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
+    return util::errc::io_error;
   }
-  return save_return_sync(jid, id, ret_load);
 }
 
+// Under save_return's try: id checked, queue below its bound.
 result<bool> job_cache::save_return_async(const std::string& jid, const std::string& id,
                                           const wire::value& ret_load) {
-  try {
-    if (!pki::valid_id(id)) {
-      spdlog::warn("job cache: refusing return for jid {} from invalid id '{}'", detail::printable(jid),
-                   detail::printable(id));
-      return util::errc::invalid_argument;
-    }
-    fs::path dir = job_dir(jid);
-    bool indexed;
-    {
-      std::lock_guard lk(idx_mu_);
-      indexed = idx_.count(jid) != 0;
-    }
-    if (!indexed) {
-      std::error_code ec;
-      if (!fs::is_directory(dir, ec)) {
-        spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
-                      detail::printable(id), detail::printable(jid));
-        return false;
-      }
-      drain();  // returns of an evicted entry still queued must be on disk before reading it
-      std::lock_guard lk(idx_mu_);
-      index_job(jid, dir, false);
-    }
-    pending_write w;
-    {
-      std::lock_guard lk(idx_mu_);
-      auto it = idx_.find(jid);
-      if (it == idx_.end()) {  // evicted meanwhile (bound reached by other jobs)
-        index_job(jid, dir, false);
-        it = idx_.find(jid);
-      }
-      auto& e = it->second;
-      e.used = std::chrono::steady_clock::now();
-      if (e.nocache) return false;
-      if (!e.ids.insert(id).second) {
-        spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
-        return false;
-      }
-    }
-    wire::value rec = wire::value::object();
-    if (ret_load.is_object()) {
-      for (const char* k : {"return", "retcode", "success"})
-        if (auto it = ret_load.find(k); it != ret_load.end()) rec[k] = *it;
-      if (auto it = ret_load.find("out"); it != ret_load.end()) {
-        w.out = wire::pack(*it, wire::packing::frame);
-        w.has_out = true;
-      }
-    }
-    w.dir = std::move(dir);
-    w.id = id;
-    w.rec = wire::pack(rec, wire::packing::frame);
-    bool wake;
-    {
-      std::lock_guard lk(q_mu_);
-      // Wake the writer only when it sleeps on an empty queue: while it writes a batch it
-      // looks at the queue again before sleeping (one wake-up per batch, not per return).
-      wake = q_.empty() && !writing_;
-      q_.push_back(std::move(w));
-    }
-    if (wake) q_cv_.notify_one();
-    return true;
-  } catch (const std::exception& e) {
-    spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
-    return util::errc::io_error;
+  fs::path dir = job_dir(jid);
+  bool indexed;
+  {
+    std::lock_guard lk(idx_mu_);
+    indexed = idx_.count(jid) != 0;
   }
-}
-
-result<bool> job_cache::save_return_sync(const std::string& jid, const std::string& id,
-                                         const wire::value& ret_load) {
-  try {
-    if (!pki::valid_id(id)) {
-      spdlog::warn("job cache: refusing return for jid {} from invalid id '{}'", detail::printable(jid),
-                   detail::printable(id));
-      return util::errc::invalid_argument;
-    }
-    fs::path dir = job_dir(jid);
-    bool nocache = false;
-    if (!known_job(jid, dir, nocache)) {
-      // As Salt: a return for a jid that is not in the cache is refused.
-      spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
-                    detail::printable(id), detail::printable(jid));
+  if (!indexed) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      log_unknown_job(id, jid);
       return false;
     }
-    // The marker is checked on every return (it may be added after the job was indexed).
-    (void)nocache;
-    if (::access((dir / "nocache").c_str(), F_OK) == 0) return false;
-    wire::value rec = wire::value::object();
-    if (ret_load.is_object()) {
-      for (const char* k : {"return", "retcode", "success"})
-        if (auto it = ret_load.find(k); it != ret_load.end()) rec[k] = *it;
-    }
-    // One mkdir (EEXIST when the minion returned before): no stat chain per return.
-    const fs::path id_dir = dir / id;
-    if (::mkdir(id_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      if (errno == ENOENT) {  // the job dir went away (cleaned, by us or another master)
-        {
-          std::lock_guard lk(idx_mu_);
-          idx_.erase(jid);
-        }
-        spdlog::error("job cache: a return from {} has job id {} that is not present in the local cache",
-                      detail::printable(id), detail::printable(jid));
-        return false;
-      }
-      spdlog::error("job cache: cannot create {}", id_dir.string());
-      return util::errc::io_error;
-    }
-    auto r = util::create_exclusive_nosync(id_dir / return_p, wire::pack(rec, wire::packing::frame));
-    if (!r) {
-      if (r.error() == util::errc::already_exists) {
-        spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
-        return false;
-      }
-      spdlog::error("job cache: cannot write {}", (dir / id / return_p).string());
-      return result<bool>(boost::system::in_place_error, r.error());
-    }
-    if (ret_load.is_object()) {
-      if (auto it = ret_load.find("out"); it != ret_load.end()) {
-        if (auto w = util::write_file_atomic_nosync(id_dir / out_p, wire::pack(*it, wire::packing::frame)); !w)
-          spdlog::error("job cache: cannot write {}", (id_dir / out_p).string());
-      }
-    }
-    syncer_->note();
-    return true;
-  } catch (const std::exception& e) {
-    spdlog::error("job cache: save_return {} {}: {}", jid, id, e.what());
-    return util::errc::io_error;
+    drain();  // returns of an evicted entry still queued must be on disk before reading it
+    std::lock_guard lk(idx_mu_);
+    index_job(jid, dir, false);
   }
+  {
+    std::lock_guard lk(idx_mu_);
+    auto it = idx_.find(jid);
+    if (it == idx_.end()) {  // evicted meanwhile (bound reached by other jobs)
+      index_job(jid, dir, false);
+      it = idx_.find(jid);
+    }
+    auto& e = it->second;
+    e.used = std::chrono::steady_clock::now();
+    if (e.nocache) return false;
+    if (!e.ids.insert(id).second) {
+      spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
+      return false;
+    }
+  }
+  pending_write w;
+  w.files = pack_return(ret_load);
+  w.dir = std::move(dir);
+  w.id = id;
+  bool wake;
+  {
+    std::lock_guard lk(q_mu_);
+    // Wake the writer only when it sleeps on an empty queue: while it writes a batch it
+    // looks at the queue again before sleeping (one wake-up per batch, not per return).
+    wake = q_.empty() && !writing_;
+    q_.push_back(std::move(w));
+  }
+  if (wake) q_cv_.notify_one();
+  return true;
+}
+
+// Under save_return's try: id checked.
+result<bool> job_cache::save_return_sync(const std::string& jid, const std::string& id,
+                                         const wire::value& ret_load) {
+  fs::path dir = job_dir(jid);
+  bool nocache = false;
+  if (!known_job(jid, dir, nocache)) {
+    log_unknown_job(id, jid);
+    return false;
+  }
+  // The marker is checked on every return (it may be added after the job was indexed).
+  (void)nocache;
+  if (::access((dir / "nocache").c_str(), F_OK) == 0) return false;
+  auto w = write_return(dir, id, pack_return(ret_load));
+  if (!w) return result<bool>(boost::system::in_place_error, w.error());
+  switch (*w) {
+    case return_write::written:
+      break;
+    case return_write::exists:
+      spdlog::debug("job cache: duplicate return from {} for jid {} ignored", id, jid);
+      return false;
+    case return_write::job_gone: {
+      {
+        std::lock_guard lk(idx_mu_);
+        idx_.erase(jid);
+      }
+      log_unknown_job(id, jid);
+      return false;
+    }
+  }
+  syncer_->note();
+  return true;
 }
 
 void job_cache::flush() {

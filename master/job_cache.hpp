@@ -96,13 +96,19 @@ class job_cache {
   std::size_t indexed_jobs() const;                                      // tests
 
  private:
-  struct pending_write {
-    std::filesystem::path dir;
-    std::string id;
+  // The files of one return, packed: <id>/return.p and, if the load has "out", out.p.
+  struct return_files {
     std::string rec;
     std::string out;
     bool has_out = false;
   };
+  struct pending_write {
+    std::filesystem::path dir;
+    std::string id;
+    return_files files;
+  };
+  // How write_return ended when it did not fail.
+  enum class return_write { written, exists, job_gone };
   struct job_entry {
     bool nocache = false;
     std::unordered_set<std::string> ids;
@@ -113,6 +119,11 @@ class job_cache {
   void index_job(const std::string& jid, const std::filesystem::path& dir, bool fresh);
   // Sync mode: (known, nocache) of a job from the index (no system call), else stat it.
   bool known_job(const std::string& jid, const std::filesystem::path& dir, bool& nocache);
+  static return_files pack_return(const wire::value& ret_load);
+  // Creates <dir>/<id>/ and return.p (first one wins: `exists`), then out.p. job_gone: dir
+  // itself is missing. Logs its failures (errors); the caller logs exists/job_gone.
+  static result<return_write> write_return(const std::filesystem::path& dir, const std::string& id,
+                                           const return_files& f);
   void write_one(const pending_write& w);
   void run_writer();
 

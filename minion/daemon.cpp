@@ -40,6 +40,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
 
@@ -114,6 +115,39 @@ class io_event {
   asio::steady_timer timer_;
   bool fired_ = false;
 };
+
+// Salt's status.ping_master request: {"cmd": "ping", "id"} in the clear (the master echoes
+// it). The heartbeat and the probes send it.
+wire::value clear_ping_body(const std::string& id) {
+  wire::value load = wire::value::object();
+  load["cmd"] = "ping";
+  load["id"] = id;
+  wire::value body = wire::value::object();
+  body["enc"] = "clear";
+  body["load"] = std::move(load);
+  body["version"] = 3;
+  return body;
+}
+
+// Runs the coroutine make() returns on the io thread and blocks the calling thread (a job
+// thread or salt-call's main thread, never the io thread) until it is done; an exception
+// gives on_error. make and what it captures live until the coroutine ends.
+template <class F, class T = typename std::invoke_result_t<F&>::value_type>
+T run_on_io(asio::io_context& io, F make, std::type_identity_t<T> on_error) {
+  auto prom = std::make_shared<std::promise<T>>();
+  auto fut = prom->get_future();
+  asio::co_spawn(
+      io,
+      [prom, make = std::move(make), on_error = std::move(on_error)]() mutable -> awaitable<void> {
+        try {
+          prom->set_value(co_await make());
+        } catch (...) {
+          prom->set_value(std::move(on_error));
+        }
+      },
+      asio::detached);
+  return fut.get();
+}
 
 enum class attempt_kind { result, timeout, io_error };
 struct attempt_outcome {
@@ -340,18 +374,10 @@ class session : public master_link, public std::enable_shared_from_this<session>
     co_return true;
   }
 
-  // Salt's status.ping_master request ({"cmd": "ping"} in the clear; the master echoes
-  // it) on this session's connection: the application-level heartbeat and probe.
+  // The clear ping on this session's connection: the application-level heartbeat and probe.
   awaitable<bool> ping(milliseconds timeout) {
     if (closed_) co_return false;
-    wire::value load = wire::value::object();
-    load["cmd"] = "ping";
-    load["id"] = cfg_.id;
-    wire::value body = wire::value::object();
-    body["enc"] = "clear";
-    body["load"] = std::move(load);
-    body["version"] = 3;
-    auto r = co_await req_->request(std::move(body), timeout);
+    auto r = co_await req_->request(clear_ping_body(cfg_.id), timeout);
     if (!r) co_return false;
     last_ok_ = std::chrono::steady_clock::now();
     co_return true;
@@ -360,38 +386,18 @@ class session : public master_link, public std::enable_shared_from_this<session>
   // master_link (job threads) ------------------------------------------------------------
   result<wire::value> send(wire::value load, milliseconds timeout, int tries) override {
     if (closed_) return make_error_code(errc::stopped);
-    auto self = shared_from_this();
-    auto prom = std::make_shared<std::promise<result<wire::value>>>();
-    auto fut = prom->get_future();
-    asio::co_spawn(
+    return run_on_io(
         io_,
-        [self, prom, load = std::move(load), timeout, tries]() mutable -> awaitable<void> {
-          try {
-            prom->set_value(co_await self->request(std::move(load), timeout, tries));
-          } catch (...) {
-            prom->set_value(make_error_code(errc::stopped));
-          }
+        [self = shared_from_this(), load = std::move(load), timeout, tries]() mutable {
+          return self->request(std::move(load), timeout, tries);
         },
-        asio::detached);
-    return fut.get();
+        make_error_code(errc::stopped));
   }
 
   result<wire::value> fetch_pillar() override {
     if (closed_) return make_error_code(errc::stopped);
-    auto self = shared_from_this();
-    auto prom = std::make_shared<std::promise<result<wire::value>>>();
-    auto fut = prom->get_future();
-    asio::co_spawn(
-        io_,
-        [self, prom]() -> awaitable<void> {
-          try {
-            prom->set_value(co_await self->pillar_request());
-          } catch (...) {
-            prom->set_value(make_error_code(errc::stopped));
-          }
-        },
-        asio::detached);
-    auto r = fut.get();
+    auto r = run_on_io(
+        io_, [self = shared_from_this()] { return self->pillar_request(); }, make_error_code(errc::stopped));
     if (r) set_pillar(*r);
     return r;
   }
@@ -544,48 +550,22 @@ class daemon : public std::enable_shared_from_this<daemon> {
   // master_link for a job published by master `index` (job threads).
   result<wire::value> link_send(std::size_t index, wire::value load, milliseconds timeout, int tries) {
     if (stopping_) return make_error_code(errc::stopped);
-    auto self = shared_from_this();
-    auto prom = std::make_shared<std::promise<result<wire::value>>>();
-    auto fut = prom->get_future();
-    asio::co_spawn(
+    return run_on_io(
         io_,
-        [self, prom, index, load = std::move(load), timeout, tries]() mutable -> awaitable<void> {
-          try {
-            prom->set_value(co_await self->route_request(index, std::move(load), timeout, tries));
-          } catch (...) {
-            prom->set_value(make_error_code(errc::stopped));
-          }
+        [self = shared_from_this(), index, load = std::move(load), timeout, tries]() mutable {
+          return self->route_request(index, std::move(load), timeout, tries);
         },
-        asio::detached);
-    return fut.get();
+        make_error_code(errc::stopped));
   }
 
   result<wire::value> link_pillar(std::size_t index) {
     if (stopping_) return make_error_code(errc::stopped);
-    auto self = shared_from_this();
-    auto prom = std::make_shared<std::promise<result<wire::value>>>();
-    auto fut = prom->get_future();
-    asio::co_spawn(
-        io_,
-        [self, prom, index]() -> awaitable<void> {
-          try {
-            auto s = self->target_session(index);
-            if (!s) {
-              prom->set_value(make_error_code(errc::not_connected));
-              co_return;
-            }
-            auto r = co_await s->pillar_request();
-            if (r) s->set_pillar(*r);
-            prom->set_value(std::move(r));
-          } catch (...) {
-            prom->set_value(make_error_code(errc::stopped));
-          }
-        },
-        asio::detached);
-    return fut.get();
+    return run_on_io(
+        io_, [self = shared_from_this(), index] { return self->pillar_of(index); }, make_error_code(errc::stopped));
   }
 
  private:
+
   class routed_link : public master_link {
    public:
     routed_link(std::shared_ptr<daemon> d, std::size_t index) : d_(std::move(d)), index_(index) {}
@@ -644,6 +624,15 @@ class daemon : public std::enable_shared_from_this<daemon> {
     auto s = target_session(index);
     if (!s) co_return make_error_code(errc::not_connected);
     co_return co_await s->request(std::move(load), timeout, tries);
+  }
+
+  // link_pillar on the io thread: the pillar from master `index`, kept by its session.
+  awaitable<result<wire::value>> pillar_of(std::size_t index) {
+    auto s = target_session(index);
+    if (!s) co_return make_error_code(errc::not_connected);
+    auto r = co_await s->pillar_request();
+    if (r) s->set_pillar(*r);
+    co_return r;
   }
 
   // ---- the state machine --------------------------------------------------------------------
@@ -1107,14 +1096,7 @@ class daemon : public std::enable_shared_from_this<daemon> {
       o.connect_timeout = timeout;
       auto client = transport::req_client::create(
           self->io_.get_executor(), transport::endpoint{c->host, static_cast<std::uint16_t>(c->port), {}}, o);
-      wire::value load = wire::value::object();
-      load["cmd"] = "ping";
-      load["id"] = self->cfg_.id;
-      wire::value body = wire::value::object();
-      body["enc"] = "clear";
-      body["load"] = std::move(load);
-      body["version"] = 3;
-      auto r = co_await client->request(std::move(body), timeout);
+      auto r = co_await client->request(clear_ping_body(self->cfg_.id), timeout);
       client->close();
       ok = static_cast<bool>(r);
     }
@@ -1291,63 +1273,7 @@ class call_client_impl : public call_client {
   ~call_client_impl() override { close(); }
 
   int connect() override {
-    std::promise<int> prom;
-    auto fut = prom.get_future();
-    auto s = sess_;
-    const config::minion_config& cfg = cfg_;
-    asio::co_spawn(
-        io_,
-        [s, &prom, &cfg]() -> awaitable<void> {
-          int code = 1;
-          try {
-            attempt_outcome o;
-            for (int i = 0; i < std::max(1, cfg.auth_tries); ++i) {
-              o = co_await s->fsm_sign_in(milliseconds(std::max(1, cfg.auth_timeout) * 1000));
-              if (o.kind != attempt_kind::timeout) break;
-            }
-            if (o.kind == attempt_kind::timeout) {
-              spdlog::error("Attempt to authenticate with the salt master failed with timeout error");
-              code = 1;
-            } else if (o.kind == attempt_kind::io_error) {
-              spdlog::error("Unable to connect to the salt master at {}", s->master_host());
-              code = 1;
-            } else {
-              switch (o.res.status) {
-                case auth_status::accepted: {
-                  auto p = co_await s->pillar_request();
-                  if (!p) {
-                    spdlog::error("Exception getting pillar: {}", p.error().message());
-                    code = 1;
-                  } else {
-                    s->set_pillar(std::move(*p));
-                    code = 0;
-                  }
-                  break;
-                }
-                case auth_status::pending:
-                case auth_status::rejected_retry:
-                  std::fputs("Minion failed to authenticate with the master, has the minion key been accepted?\n", stdout);
-                  std::fflush(stdout);
-                  code = 2;
-                  break;
-                case auth_status::rejected:
-                  code = 77;
-                  break;
-                case auth_status::finger_mismatch:
-                  code = 42;
-                  break;
-                default:
-                  spdlog::error("Attempt to authenticate with the salt master failed: {}", o.res.message);
-                  code = 1;
-              }
-            }
-          } catch (const std::exception& e) {
-            spdlog::error("salt-call: {}", e.what());
-          }
-          prom.set_value(code);
-        },
-        asio::detached);
-    int code = fut.get();
+    int code = run_on_io(io_, [s = sess_, &cfg = cfg_] { return sign_in(s, cfg); }, 1);
     if (code == 77) std::this_thread::sleep_for(seconds(rand_between(10, 20)));
     return code;
   }
@@ -1364,6 +1290,58 @@ class call_client_impl : public call_client {
   }
 
  private:
+  // connect() on the io thread: sign in (auth_tries attempts on timeout), fetch pillar.
+  // Gives connect()'s exit code.
+  static awaitable<int> sign_in(std::shared_ptr<session> s, const config::minion_config& cfg) {
+    int code = 1;
+    try {
+      attempt_outcome o;
+      for (int i = 0; i < std::max(1, cfg.auth_tries); ++i) {
+        o = co_await s->fsm_sign_in(milliseconds(std::max(1, cfg.auth_timeout) * 1000));
+        if (o.kind != attempt_kind::timeout) break;
+      }
+      if (o.kind == attempt_kind::timeout) {
+        spdlog::error("Attempt to authenticate with the salt master failed with timeout error");
+        code = 1;
+      } else if (o.kind == attempt_kind::io_error) {
+        spdlog::error("Unable to connect to the salt master at {}", s->master_host());
+        code = 1;
+      } else {
+        switch (o.res.status) {
+          case auth_status::accepted: {
+            auto p = co_await s->pillar_request();
+            if (!p) {
+              spdlog::error("Exception getting pillar: {}", p.error().message());
+              code = 1;
+            } else {
+              s->set_pillar(std::move(*p));
+              code = 0;
+            }
+            break;
+          }
+          case auth_status::pending:
+          case auth_status::rejected_retry:
+            std::fputs("Minion failed to authenticate with the master, has the minion key been accepted?\n", stdout);
+            std::fflush(stdout);
+            code = 2;
+            break;
+          case auth_status::rejected:
+            code = 77;
+            break;
+          case auth_status::finger_mismatch:
+            code = 42;
+            break;
+          default:
+            spdlog::error("Attempt to authenticate with the salt master failed: {}", o.res.message);
+            code = 1;
+        }
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("salt-call: {}", e.what());
+    }
+    co_return code;
+  }
+
   const config::minion_config& cfg_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> guard_;

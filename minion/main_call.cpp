@@ -20,6 +20,7 @@
 #include "core/output/output.hpp"
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
+#include "minion/cli_config.hpp"
 #include "minion/daemon.hpp"
 #include "minion/grains.hpp"
 #include "minion/jobs.hpp"
@@ -60,14 +61,9 @@ int main(int argc, char** argv) {
     std::cerr << "salt-call: error: invalid outputter '" << out << "'\n";
     return 2;
   }
-  auto cfg_r = sylvite::config::load_minion_config(config_dir);
-  if (!cfg_r) {
-    std::cerr << cfg_r.error().message << "\n";
-    return 1;
-  }
+  auto cfg_r = mn::load_cli_config(config_dir, log_level, log_file);
+  if (!cfg_r) return 1;
   sylvite::config::minion_config cfg = std::move(*cfg_r);
-  if (!log_level.empty()) cfg.log_level = log_level;
-  if (!log_file.empty()) cfg.log_file = log_file;
   if (local) cfg.file_client = "local";
   const bool is_local = local || cfg.file_client == "local" || cfg.master_type == "disable";
   (void)sylvite::util::make_dirs(cfg.pki_dir, 0700);

@@ -3,8 +3,6 @@
 //   -d/--daemon, --pid-file, --version, --help.
 // A bad config prints the config_error message and exits 1. SIGTERM/SIGINT stop cleanly.
 // Exit codes: 0 stopped, 1 bad config/keys, 42 master_finger mismatch, 77 key rejected.
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,36 +11,13 @@
 #include <iostream>
 
 #include "core/config/config.hpp"
+#include "core/util/daemonize.hpp"
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
+#include "minion/cli_config.hpp"
 #include "minion/daemon.hpp"
 #include "minion/grains.hpp"
 #include "minion/version.hpp"
-
-namespace {
-
-// Classic double fork; called before any thread exists.
-bool daemonize() {
-  pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid > 0) ::_exit(0);
-  ::setsid();
-  pid = ::fork();
-  if (pid < 0) return false;
-  if (pid > 0) ::_exit(0);
-  if (::chdir("/") != 0) return false;
-  ::umask(022);
-  int fd = ::open("/dev/null", O_RDWR);
-  if (fd >= 0) {
-    ::dup2(fd, 0);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    if (fd > 2) ::close(fd);
-  }
-  return true;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"salt-minion (sylvite): receives commands from a remote Salt master"};
@@ -62,14 +37,9 @@ int main(int argc, char** argv) {
                                         " (sylvite " + sylvite::minion::sylvite_version + ")");
   CLI11_PARSE(app, argc, argv);
 
-  auto cfg_r = sylvite::config::load_minion_config(config_dir);
-  if (!cfg_r) {
-    std::cerr << cfg_r.error().message << "\n";
-    return 1;
-  }
+  auto cfg_r = sylvite::minion::load_cli_config(config_dir, log_level, log_file);
+  if (!cfg_r) return 1;
   sylvite::config::minion_config cfg = std::move(*cfg_r);
-  if (!log_level.empty()) cfg.log_level = log_level;
-  if (!log_file.empty()) cfg.log_file = log_file;
   if (!log_file_level.empty()) cfg.log_level_logfile = log_file_level;
 
   for (const auto& d : {cfg.pki_dir, cfg.cachedir}) {
@@ -82,13 +52,13 @@ int main(int argc, char** argv) {
 
   if (daemon) {
     if (pid_file.empty()) pid_file = "/var/run/salt-minion.pid";
-    if (!daemonize()) {
+    if (!sylvite::util::daemonize(022)) {
       std::cerr << "Failed to daemonize\n";
       return 1;
     }
   }
   if (!pid_file.empty()) {
-    if (auto r = sylvite::util::write_file_atomic(pid_file, std::to_string(::getpid()) + "\n", 0644); !r)
+    if (auto r = sylvite::util::write_pid_file(pid_file); !r)
       std::cerr << "Cannot write pid file " << pid_file << ": " << r.error().message() << "\n";
   }
   sylvite::util::init_logging("salt-minion", cfg.log_level, cfg.log_file.string(), cfg.log_level_logfile);

@@ -1,18 +1,14 @@
 // salt-master: command line, logging, daemonizing and pid file; the daemon itself is
 // master/daemon.cpp. Flags follow Salt's salt-master where they exist.
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
 #include "core/config/config.hpp"
+#include "core/util/daemonize.hpp"
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
 #include "master/daemon.hpp"
@@ -20,29 +16,6 @@
 #ifndef SYLVITE_VERSION
 #define SYLVITE_VERSION "0.1.0"
 #endif
-
-namespace {
-
-bool daemonize() {
-  pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid > 0) std::_Exit(0);
-  if (::setsid() < 0) return false;
-  pid = ::fork();
-  if (pid < 0) return false;
-  if (pid > 0) std::_Exit(0);
-  if (::chdir("/") != 0) return false;
-  int fd = ::open("/dev/null", O_RDWR);
-  if (fd >= 0) {
-    ::dup2(fd, 0);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    if (fd > 2) ::close(fd);
-  }
-  return true;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"salt-master: the sylvite (Salt-compatible) master daemon"};
@@ -83,13 +56,13 @@ int main(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(lf).parent_path(), ec);
   }
-  if (daemon && !daemonize()) {
+  if (daemon && !sylvite::util::daemonize()) {
     std::cerr << "salt-master: cannot daemonize\n";
     return 1;
   }
   sylvite::util::init_logging("salt-master", cfg->log_level, lf, cfg->log_level_logfile);
   if (!pid_file.empty()) {
-    auto r = sylvite::util::write_file_atomic(pid_file, std::to_string(::getpid()) + "\n", 0644);
+    auto r = sylvite::util::write_pid_file(pid_file);
     if (!r) spdlog::warn("cannot write pid file {}: {}", pid_file, r.error().message());
   }
   int rc = sylvite::master::run_master(*cfg);
