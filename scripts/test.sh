@@ -45,7 +45,7 @@ fi
 if [[ "${status[build]}" == ok* ]]; then
   export SYLVITE_BIN="$here/build/bin"
   export SYLVITE_VENV_3007="$here/build/venv-3007"
-  stage e2e "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests/e2e
+  stage e2e "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --timeout 600 tests/e2e
   stage interop "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests/interop
 fi
 

@@ -11,7 +11,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 from sylvite_harness import Proc, free_port, wait_for

@@ -338,6 +338,19 @@ class GlusterLab:
         if os.environ.get("GLUSTERLAB_DEBUG"):
             print(f"[glusterlab] {stage}: {what} at {time.monotonic() - t0:.2f} s", flush=True)
 
+    def _print_log_errors(self, n: int = 30):
+        """The last error/warning lines of every mount and brick log, printed before the state
+        directory goes: pytest shows them with a failing test (captured otherwise)."""
+        logs = sorted(self.state.glob("*/log/mount.log")) + sorted(self.state.glob("*/log/bricks/*.log"))
+        for log in logs:
+            try:
+                lines = [ln for ln in log.read_text(errors="replace").splitlines() if "] E [" in ln or "] W [" in ln]
+            except OSError:
+                continue
+            if lines:
+                print(f"[glusterlab] {log.relative_to(self.state)}: last {min(n, len(lines))} of {len(lines)} E/W lines")
+                print("\n".join(lines[-n:]))
+
     def close(self):
         if self._closed:
             return
@@ -347,6 +360,7 @@ class GlusterLab:
             atexit.unregister(self.close)
         except Exception:
             pass
+        self._print_log_errors()
         # 1. Mounts (a mount on a dead node: its client is gone or hung; umount -l still works).
         for mnt in list(self.mounts.values()) + sorted(Path(m) for m in _fuse_mounts_under(str(self.state))):
             try:

@@ -330,6 +330,17 @@ def copy_key_pair(src_pki: Path, dst_pki: Path, name: str = "master", private: b
         os.chmod(dst, mode)
 
 
+def preaccept(masters, name: str, minion_pki_dir: Path):
+    """What `salt-key -a` on each master would leave: the minion's public key in every
+    master's minions/<name> (its key pair is made first in minion_pki_dir, minion.pem/.pub)."""
+    minion_pki_dir = Path(minion_pki_dir)
+    gen_key_pair(minion_pki_dir, "minion")
+    for m in masters:
+        d = m.pki_dir / "minions"
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(minion_pki_dir / "minion.pub", d / name)
+
+
 def share_master_key(src: Master, *dsts: Master):
     """Give every master in dsts the master.pem/master.pub of src (hot multi-master and
     failover with one shared key). src's pair is generated first if it has none yet."""

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from netlab import NetLab
-from sylvite_harness import gen_key_pair, share_master_key, wait_for
+from sylvite_harness import preaccept, share_master_key, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -42,16 +42,6 @@ def lab():
         yield lab
 
 
-def preaccept(masters, minion):
-    """What `salt-key -a` on each master would leave: the minion's public key in every
-    master's minions/ directory (the minion's key pair is made first)."""
-    gen_key_pair(Path(minion.opts["pki_dir"]), "minion")
-    for m in masters:
-        d = m.pki_dir / "minions"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / minion.name).write_bytes((Path(minion.opts["pki_dir"]) / "minion.pub").read_bytes())
-
-
 def setup(env, lab, n=3, **opts):
     h1, h2, hm = lab.host("m1"), lab.host("m2"), lab.host("minions")
     m1 = env.master("m1", host=h1)
@@ -60,7 +50,7 @@ def setup(env, lab, n=3, **opts):
     names = [f"mm{i}" for i in range(n)]
     minions = [env.minion(name, [m1, m2], host=hm, **{**FAST, **opts}) for name in names]
     for mn in minions:
-        preaccept([m1, m2], mn)
+        preaccept([m1, m2], mn.name, mn.opts["pki_dir"])
     for m in (m1, m2):
         m.start()
     for m in (m1, m2):

@@ -23,14 +23,13 @@ closes its sockets (FIN/RST), so the minion notices at once.
 import datetime
 import json
 import os
-import shutil
 import time
 
 import pytest
 
 from conftest import SALT3008
 from netlab import NetLab
-from sylvite_harness import copy_key_pair, gen_key_pair, share_master_key, wait_for
+from sylvite_harness import copy_key_pair, gen_key_pair, preaccept, share_master_key, wait_for
 
 REAL_MINION = str(SALT3008 / "salt-minion")
 REAL_PYTHON = str(SALT3008 / "python")
@@ -75,15 +74,6 @@ def accept_pending(master, name, timeout=90):
     r = master.salt_key("-a", name, "-y")
     assert r.returncode == 0, r.stdout + r.stderr
     assert name in master.keys().get("minions", []), master.keys()
-
-
-def preaccept(masters, minion):
-    """Salt's way for masters the minion has not talked to yet: put its public key in
-    each master's minions/ directory (what `salt-key -a` would have written)."""
-    gen_key_pair(minion.root / "pki", "minion")
-    for m in masters:
-        (m.pki_dir / "minions").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(minion.root / "pki" / "minion.pub", m.pki_dir / "minions" / minion.name)
 
 
 def real_minion(env, name, masters, host, **opts):
@@ -151,7 +141,7 @@ def failover(env, lab, minion_name, sign: bool):
     if sign:
         minion.write_config(verify_master_pubkey_sign=True)
         copy_key_pair(env.root / "signing", minion.root / "pki", "master_sign", private=False)
-    preaccept([m2], minion)  # the minion meets m2 only after the failover
+    preaccept([m2], minion.name, minion.root / "pki")  # the minion meets m2 only after the failover
     minion.start(binary=REAL_MINION)
     accept_pending(m1, minion_name)
     wait_ping(m1, minion_name)
@@ -204,7 +194,7 @@ def test_failover_refuses_unsigned_changed_key(env, lab):
     m1.wait_ready()
     m2.wait_ready()
     minion = real_minion(env, "fo3", [m1, m2], hm, master_type="failover", master_alive_interval=5)
-    preaccept([m2], minion)
+    preaccept([m2], minion.name, minion.root / "pki")
     minion.start(binary=REAL_MINION)
     accept_pending(m1, "fo3")
     wait_ping(m1, "fo3")
@@ -251,7 +241,7 @@ def test_failover_silent_primary_needs_tcp_keepalive(env, lab):
     minion = real_minion(env, "fo4", [m1, m2], hm, master_type="failover", master_alive_interval=5,
                          tcp_keepalive=True, tcp_keepalive_idle=3, tcp_keepalive_intvl=1, tcp_keepalive_cnt=3,
                          auth_timeout=5, auth_tries=1)
-    preaccept([m2], minion)
+    preaccept([m2], minion.name, minion.root / "pki")
     minion.start(binary=REAL_MINION)
     accept_pending(m1, "fo4")
     wait_ping(m1, "fo4")

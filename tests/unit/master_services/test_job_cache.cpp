@@ -189,8 +189,12 @@ TEST(JobCache, ConcurrentReturnsExactlyOneWinsThreads) {
 
 TEST(JobCache, ConcurrentReturnsExactlyOneWinsProcesses) {
   temp_dir d;
-  master::job_cache jc(d.path);
-  ASSERT_TRUE(jc.save_load(kJid, ping_load(kJid), {}));
+  {
+    // Gone before the forks: a child must not inherit its group-commit thread's mutex
+    // (held by that thread at the moment of fork, it would never be released there).
+    master::job_cache jc(d.path);
+    ASSERT_TRUE(jc.save_load(kJid, ping_load(kJid), {}));
+  }
   for (int round = 0; round < 10; ++round) {
     std::string id = "p" + std::to_string(round);
     std::vector<pid_t> kids;
@@ -316,6 +320,9 @@ TEST(JobCache, CleanOldByJidTime) {
   EXPECT_FALSE(std::filesystem::exists(jc.job_dir(old1)));
   EXPECT_FALSE(std::filesystem::exists(jc.job_dir(old2)));
   EXPECT_TRUE(std::filesystem::exists(jc.job_dir(fresh)));
+  // Their hash buckets stay, empty (on a shared cache another master may use them now).
+  EXPECT_TRUE(std::filesystem::is_directory(jc.job_dir(old1).parent_path()));
+  EXPECT_TRUE(std::filesystem::is_directory(jc.job_dir(old2).parent_path()));
   auto jobs = jc.list_jobs();
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].jid, fresh);
