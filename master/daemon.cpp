@@ -141,10 +141,20 @@ int run_master(const config::master_config& cfg) {
           spdlog::warn("worker queue full: request from {} dropped", r->peer().address);
         }
       });
+  std::atomic<transport::pub_server*> pub_ref{nullptr};  // for hellos checked on a worker thread
   transport::pub_server pub(
       io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.publish_port), {}}, topt,
-      [core](const value& body, const transport::peer_info& p) { return core->handle_hello(body, p.address); },
+      [core, &pool, &pub_ref](const value& body, const transport::peer_info& p) {
+        // A key not in memory is read on a worker thread (a shared file system can stall).
+        auto offload = [core, &pool](std::function<void()> f) {
+          return pool.submit([core, f = std::move(f)] { f(); });
+        };
+        return core->handle_hello(body, p.address, offload, [&pub_ref, conn = p.conn_id](const std::string& id) {
+          if (auto* ps = pub_ref.load()) ps->identify(conn, id);
+        });
+      },
       [core](const std::string& id, bool connected) { core->on_presence(id, connected); });
+  pub_ref = &pub;
   pub_adapter sink(pub);
   core->set_pub_sink(&sink);
 
@@ -156,6 +166,7 @@ int run_master(const config::master_config& cfg) {
                             });
 
   // Cluster peer bus (cluster_pool_port): links to every peer, publishes and returns.
+  worker_pool peer_control(1, 100000);  // the bus's control messages, off its thread, in order
   std::unique_ptr<cluster::peer_bus> bus;
   std::unique_ptr<peer_adapter> bus_sink;
   if (cfg.cluster_id) {
@@ -180,8 +191,13 @@ int run_master(const config::master_config& cfg) {
     };
     bus = std::make_unique<cluster::peer_bus>(
         io, std::move(bs),
-        [core](const std::string& from, const std::string& type, const value& body) {
-          core->handle_peer(from, type, body);
+        [core, &peer_control](const std::string& from, const std::string& type, const value& body) {
+          // Publishes and returns are memory-only: at once, on the bus thread. The rest
+          // (AES reloads, key events, key-sync) read or write the shared file system,
+          // which can stall: one control thread, in arrival order.
+          if (type == "publish" || type == "return") return core->handle_peer(from, type, body);
+          if (!peer_control.submit([core, from, type, body] { core->handle_peer(from, type, body); }))
+            spdlog::error("cluster message {} from {} dropped: control queue full", type, from);
         },
         [core, &pool](const std::string& id, bool up) {
           spdlog::info("cluster peer {} {}", id, up ? "joined the bus" : "left the bus");
@@ -276,6 +292,7 @@ int run_master(const config::master_config& cfg) {
   io.run();
   for (auto& t : threads) t.join();
   if (bus) bus->join();
+  peer_control.stop();
   core->set_peer_sink(nullptr);
   core->shutdown();
   pool.stop();

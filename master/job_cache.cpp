@@ -607,8 +607,9 @@ std::size_t job_cache::clean_old(std::chrono::seconds keep) {
         }
         ++removed;
       }
-      std::error_code ec4;
-      if (fs::is_empty(t, ec4) && !ec4 && mtime_old(t)) fs::remove(t, ec4);
+      // The hash bucket itself stays, empty or not (Salt removes empty ones): on a shared
+      // cache another master may be creating a job in it right now, and masters must not
+      // race to create it again (docs/gluster.md, section 4).
     }
   } catch (const std::exception& e) {
     spdlog::error("job cache: clean_old: {}", e.what());

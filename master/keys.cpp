@@ -136,6 +136,13 @@ std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std
   std::error_code ec;
   auto mtime = fs::last_write_time(p, ec);
   bool missing = static_cast<bool>(ec);
+  if (missing && ec != std::errc::no_such_file_or_directory) {
+    // Unreadable, not absent (e.g. EIO from a GlusterFS split brain, ENOTCONN): creating a
+    // new key over it would fail the same way or hand this minion a key the other masters
+    // cannot read. Refuse, naming the cause.
+    spdlog::error("cannot read session key {}: {}", p.string(), ec.message());
+    return nullptr;
+  }
   {
     std::lock_guard lk(s.mu);
     auto it = s.map.find(id);
@@ -159,6 +166,10 @@ std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std
       create_lk.lock();
       mtime = fs::last_write_time(p, ec);  // another thread may have made it meanwhile
       missing = static_cast<bool>(ec);
+      if (missing && ec != std::errc::no_such_file_or_directory) {
+        spdlog::error("cannot read session key {}: {}", p.string(), ec.message());
+        return nullptr;
+      }
       if (missing) {
         auto w = util::create_exclusive_nosync(p, crypto::crypticle::generate_key_string(), 0600);
         if (!w && w.error() != util::errc::already_exists) {
@@ -296,6 +307,7 @@ void accepted_keys::ensure_watch() {
       wp->alive = false;
     });
     watch_ = std::move(w);
+    watch_set_.store(true, std::memory_order_release);
   });
 }
 
@@ -368,12 +380,33 @@ bool accepted_keys::verify_token(const std::string& id, std::string_view tok) {
       if (crypto::constant_time_equal(it->second, tok)) return true;
     }
   }
+  return check_token(id, e, tok);
+}
+
+bool accepted_keys::check_token(const std::string& id, const std::shared_ptr<const entry>& e, std::string_view tok) {
   auto rec = crypto::x931_recover(e->key, tok);
   if (!rec || *rec != "salt") return false;
   std::lock_guard lk(mu_);
   auto cit = cache_.find(id);
-  if (cit != cache_.end() && cit->second.e == e) good_tok_[id] = std::string(tok);
+  if (cit != cache_.end() && cit->second.e == e) good_tok_[id] = std::string(tok);  // next time: a compare
   return true;
+}
+
+std::optional<bool> accepted_keys::verify_token_cached(const std::string& id, std::string_view tok) {
+  if (!pki::valid_id(id)) return false;
+  std::shared_ptr<const entry> e;
+  {
+    std::lock_guard lk(mu_);
+    // Only a watched directory's cache stands without a stat (as in get()).
+    if (!watch_set_.load(std::memory_order_acquire) || !watch_->alive.load()) return std::nullopt;
+    auto it = cache_.find(id);
+    if (it == cache_.end() || std::chrono::steady_clock::now() - it->second.checked >= revalidate_)
+      return std::nullopt;
+    e = it->second.e;
+    auto tit = good_tok_.find(id);
+    if (tit != good_tok_.end() && crypto::constant_time_equal(tit->second, tok)) return true;
+  }
+  return check_token(id, e, tok);
 }
 
 void accepted_keys::invalidate(const std::string& id) {

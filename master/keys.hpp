@@ -149,6 +149,9 @@ class accepted_keys {
   std::shared_ptr<const entry> get(const std::string& id);
   // True if tok recovers to "salt" with the accepted key of id.
   bool verify_token(const std::string& id, std::string_view tok);
+  // verify_token without touching the file system: nullopt when the key of id is not in
+  // memory or due for a re-check (then call verify_token off the io thread).
+  std::optional<bool> verify_token_cached(const std::string& id, std::string_view tok);
   void invalidate(const std::string& id);
   void clear();
   // Tests: whether the inotify watch runs; file stats done by get().
@@ -162,6 +165,8 @@ class accepted_keys {
   };
   struct watcher;
   void ensure_watch();
+  // RSA check of tok with e's key; a good token is remembered while e is the cached entry.
+  bool check_token(const std::string& id, const std::shared_ptr<const entry>& e, std::string_view tok);
   const pki::key_store& store_;
   std::chrono::milliseconds revalidate_;
   std::mutex mu_;
@@ -171,6 +176,7 @@ class accepted_keys {
   std::atomic<std::uint64_t> file_checks_{0};
   std::once_flag watch_once_;
   std::unique_ptr<watcher> watch_;
+  std::atomic<bool> watch_set_{false};  // watch_ set (release): readable without call_once
 };
 
 }  // namespace sylvite::master

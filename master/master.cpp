@@ -37,22 +37,72 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   return create(std::move(cfg), cluster_joiner{});
 }
 
+namespace {
+// A cluster's cachedir and cluster_pki_dir are shared by every master (GlusterFS): their
+// directories are made in turns (util::make_shared_dirs), the job cache's 256 hash buckets
+// included (two masters publishing at once would otherwise both create one), once.
+result<void> make_shared(const fs::path& top, const std::vector<std::pair<fs::path, unsigned>>& dirs) {
+  std::error_code ec;
+  if (!fs::is_directory(top, ec))
+    spdlog::warn("creating {}: on a shared volume make it before the masters start (deploy/gluster/layout.sh); "
+                 "masters that create it at the same moment can leave it unreadable (GlusterFS split brain)",
+                 top.string());
+  auto r = util::make_shared_dirs(top, dirs);
+  if (!r) spdlog::error("cannot create the directories in {}: {}", top.string(), r.error().message());
+  return r;
+}
+
+result<void> make_shared_cache_dirs(const config::master_config& cfg) {
+  const auto& shared = make_shared;
+  if (auto r = shared(cfg.cachedir, {{"sessions", 0700}, {"jobs", 0700}, {"minions", 0700}}); !r) return r;
+  // The buckets once (marked by a file: files are safe to look up while being made).
+  const fs::path buckets_done = cfg.cachedir / ".sylvite-job-buckets";  // not in jobs/: Salt walks that
+  std::error_code ec;
+  if (!fs::exists(buckets_done, ec)) {
+    std::vector<std::pair<fs::path, unsigned>> buckets;
+    static const char* hex = "0123456789abcdef";
+    for (int i = 0; i < 256; ++i) buckets.push_back({fs::path("jobs") / std::string{hex[i >> 4], hex[i & 15]}, 0700});
+    if (auto r = shared(cfg.cachedir, buckets); !r) return r;
+    auto w = util::create_exclusive(buckets_done, "the job cache's hash buckets exist\n", 0600);
+    if (!w && w.error() != util::errc::already_exists) return w.error();
+  }
+  return {};
+}
+
+// After the join: a refused join leaves nothing in cluster_pki_dir.
+result<void> make_shared_pki_dirs(const config::master_config& cfg) {
+  std::vector<std::pair<fs::path, unsigned>> pki{{"peers", 0755}};
+  for (const char* d : {"minions", "minions_pre", "minions_rejected", "minions_denied", "minions_autosign"})
+    pki.push_back({d, 0700});
+  return make_shared(*cfg.cluster_pki_dir, pki);
+}
+}  // namespace
+
 result<std::unique_ptr<master_core>> master_core::create(config::master_config cfg, const cluster_joiner& join) {
-  for (const auto& d : {cfg.pki_dir, cfg.cachedir, cfg.sock_dir, cfg.cachedir / "sessions", cfg.cachedir / "jobs",
-                        cfg.cachedir / "minions"}) {
-    auto r = util::make_dirs(d, 0700);
-    if (!r) {
+  for (const auto& d : {cfg.pki_dir, cfg.sock_dir}) {
+    if (auto r = util::make_dirs(d, 0700); !r) {
       spdlog::error("cannot create {}: {}", d.string(), r.error().message());
       return r.error();
+    }
+  }
+  if (cfg.cluster_id && cfg.cluster_pki_dir) {
+    if (auto r = make_shared_cache_dirs(cfg); !r) return r.error();
+  } else {
+    for (const auto& d : {cfg.cachedir, cfg.cachedir / "sessions", cfg.cachedir / "jobs", cfg.cachedir / "minions"}) {
+      if (auto r = util::make_dirs(d, 0700); !r) {
+        spdlog::error("cannot create {}: {}", d.string(), r.error().message());
+        return r.error();
+      }
     }
   }
   ::chmod(cfg.pki_dir.c_str(), 0700);
   ::chmod(cfg.sock_dir.c_str(), 0700);
   std::unique_ptr<master_core> m(new master_core(std::move(cfg)));
-  auto kr = m->keys_.ensure_dirs();
-  if (!kr) {
-    spdlog::error("cannot create the key directories in {}: {}", m->keys_.dir().string(), kr.error().message());
-    return kr.error();
+  if (!m->clustered()) {  // a cluster's key directories are shared: made after the join, in turns
+    if (auto kr = m->keys_.ensure_dirs(); !kr) {
+      spdlog::error("cannot create the key directories in {}: {}", m->keys_.dir().string(), kr.error().message());
+      return kr.error();
+    }
   }
   auto mk = master_keys::load_or_generate(m->cfg_.pki_dir, m->cfg_.keysize);
   if (!mk) {
@@ -95,6 +145,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
                      *m->cfg_.cluster_id);
       }
     }
+    if (auto r = make_shared_pki_dirs(m->cfg_); !r) return r.error();
     if (auto r = cluster::ensure_peer_key(cdir, m->cfg_.id, m->own_.priv().public_pem()); !r) {
       if (r.error() == cluster::errc::peer_key_mismatch) {
         spdlog::critical(
@@ -166,6 +217,12 @@ std::vector<std::string> master_core::connected_ids() const {
 }
 
 std::optional<std::string> master_core::handle_hello(const value& body, const std::string& peer) {
+  return handle_hello(body, peer, nullptr, nullptr);
+}
+
+std::optional<std::string> master_core::handle_hello(const value& body, const std::string& peer,
+                                                     const offload_fn& offload,
+                                                     std::function<void(const std::string&)> identified) {
   counters_.hellos++;
   auto refuse_hello = [&](const std::string& why) -> std::optional<std::string> {
     counters_.hellos_refused++;
@@ -190,7 +247,27 @@ std::optional<std::string> master_core::handle_hello(const value& body, const st
     if (!id || !tok) return refuse_hello("no id/tok");
     std::string sid(*id);
     if (!pki::valid_id(sid)) return refuse_hello("invalid id");
-    if (!accepted_.verify_token(sid, *tok)) return refuse_hello("token of '" + sid + "' did not verify");
+    const std::string why = "token of '" + sid + "' did not verify";
+    if (offload) {
+      if (auto ok = accepted_.verify_token_cached(sid, *tok)) {
+        if (!*ok) return refuse_hello(why);
+        spdlog::debug("publish connection {} identified as {}", peer, sid);
+        return sid;
+      }
+      // The key is not in memory: read it on a worker thread, never on this one.
+      auto task = [this, sid, t = std::string(*tok), peer, why, identified = std::move(identified)] {
+        if (!accepted_.verify_token(sid, t)) {
+          counters_.hellos_refused++;
+          spdlog::info("publish hello from {} ignored: {}", peer, why);
+          return;
+        }
+        spdlog::debug("publish connection {} identified as {} (key read off the io thread)", peer, sid);
+        if (identified) identified(sid);
+      };
+      if (!offload(std::move(task))) return refuse_hello("worker queue full (the minion's next hello is checked)");
+      return std::nullopt;
+    }
+    if (!accepted_.verify_token(sid, *tok)) return refuse_hello(why);
     spdlog::debug("publish connection {} identified as {}", peer, sid);
     return sid;
   } catch (const std::exception& e) {
@@ -290,6 +367,13 @@ std::optional<std::string> master_core::linked_peer() const {
 
 void master_core::local_key_effects(const std::string& act, const std::vector<std::string>& ids) {
   const bool revoke = act == "reject" || act == "delete";
+  if (local_copy_) {
+    std::lock_guard lk(sync_mu_);
+    for (const auto& id : ids) {
+      if (revoke) revoked_at_[id] = sync_seq_;
+      else if (act == "accept") revoked_at_.erase(id);
+    }
+  }
   for (const auto& id : ids) {
     if (!pki::valid_id(id)) continue;
     accepted_.invalidate(id);
@@ -386,6 +470,10 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
       spdlog::debug("cluster peer {} asks for the minion keys", from);
       if (peers_) {
         value snap = key_snapshot();
+        // Echoed: the asker tells its own answers from a broadcast one, and which request
+        // this answers.
+        if (auto f = wire::get_text(body, "for"); f && pki::valid_id(*f)) snap["for"] = std::string(*f);
+        if (auto q = wire::get_int(body, "seq"); q && *q > 0) snap["seq"] = *q;
         if (!peers_->send(from, "keys", snap)) peers_->broadcast("keys", snap);
       }
       return;
@@ -460,7 +548,7 @@ std::string master_core::lb_remove(const std::string& id) {
 // ---- local copy of cluster_pki_dir (a master that joined without the share) --------------
 void master_core::on_peer_up(const std::string& id) {
   if (local_copy_ && peers_) {
-    const bool queued = peers_->send(id, "key-sync", value::object());
+    const bool queued = peers_->send(id, "key-sync", key_sync_request());
     spdlog::debug("minion keys asked of cluster peer {} (local cluster_pki_dir){}", id, queued ? "" : ": no link");
   }
 }
@@ -498,10 +586,24 @@ value master_core::key_snapshot() const {
   return snap;
 }
 
+value master_core::key_sync_request() {
+  std::lock_guard lk(sync_mu_);
+  return value{{"for", cfg_.id}, {"seq", static_cast<std::int64_t>(++sync_seq_)}};
+}
+
 void master_core::apply_key_snapshot(const std::string& from, const value& snap) {
   using pki::key_state;
   keys_synced_ = true;
-  std::size_t added = 0;
+  // Which of our requests this answers (0: not ours, e.g. broadcast for another master).
+  std::uint64_t seq = 0;
+  if (wire::get_text(snap, "for").value_or("") == cfg_.id)
+    seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, wire::get_int(snap, "seq").value_or(0)));
+  std::map<std::string, std::uint64_t> revoked;
+  {
+    std::lock_guard lk(sync_mu_);
+    revoked = revoked_at_;
+  }
+  std::size_t added = 0, skipped = 0;
   for (auto st : {key_state::accepted, key_state::rejected}) {
     const value* m = wire::find(snap, std::string(pki::state_name(st)));
     if (!m || !m->is_object()) continue;
@@ -509,6 +611,10 @@ void master_core::apply_key_snapshot(const std::string& from, const value& snap)
       const std::string id = it.key();
       auto pem = wire::as_text(it.value());
       if (!pki::valid_id(id) || !pem || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(*pem)) continue;
+      if (auto rv = revoked.find(id); rv != revoked.end() && rv->second >= seq) {
+        ++skipped;  // deleted or rejected here after this snapshot was asked for
+        continue;
+      }
       if (auto r = keys_.write(st, id, *pem); !r) {
         spdlog::warn("cannot record the key of {} from cluster peer {}: {}", id, from, r.error().message());
         continue;
@@ -518,7 +624,13 @@ void master_core::apply_key_snapshot(const std::string& from, const value& snap)
       ++added;
     }
   }
+  if (seq > 0) {  // a snapshot asked for after these revocations has the share's word on them
+    std::lock_guard lk(sync_mu_);
+    std::erase_if(revoked_at_, [&](const auto& kv) { return kv.second < seq; });
+  }
   if (added) spdlog::info("{} minion key(s) copied from cluster peer {} (local cluster_pki_dir)", added, from);
+  if (skipped)
+    spdlog::debug("{} key(s) in the snapshot from {} not restored: revoked here after it was asked for", skipped, from);
 }
 
 void master_core::adopt_peer_aes(const std::string& from, const std::string& key) {
@@ -581,7 +693,7 @@ void master_core::maintenance(sys_clock::time_point now) {
     // A local copy asks one peer for the minion keys at every tick until a snapshot came
     // (the first answer can miss a link that was still being set up), then every minute
     // (auto-accepted keys raise no key event).
-    if (auto peer = linked_peer()) peers_->send(*peer, "key-sync", value::object());
+    if (auto peer = linked_peer()) peers_->send(*peer, "key-sync", key_sync_request());
   }
   if (clustered()) {
     reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late

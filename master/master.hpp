@@ -142,8 +142,17 @@ class master_core {
   // Frame body in, reply body out. Never throws.
   wire::value handle_request(const wire::value& body, const std::string& peer);
 
-  // ---- publish port (cheap; io thread)
+  // ---- publish port (io thread)
+  // A minion's publish hello: its id when the token verifies, nullopt otherwise. This
+  // form may read the accepted key file (tests, tools).
   std::optional<std::string> handle_hello(const wire::value& body, const std::string& peer);
+  // The io-thread form: decides at once when the minion's accepted key is in memory;
+  // otherwise (a file read, which can stall on a shared file system) it hands the check
+  // to offload (a worker thread) and returns nullopt; identified(id) runs there once the
+  // token verifies. offload returns false when it cannot take the task (refused, logged).
+  using offload_fn = std::function<bool(std::function<void()>)>;
+  std::optional<std::string> handle_hello(const wire::value& body, const std::string& peer, const offload_fn& offload,
+                                          std::function<void(const std::string&)> identified);
   void on_presence(const std::string& id, bool connected);
 
   // ---- jobs (blocking disk work)
@@ -231,6 +240,13 @@ class master_core {
   bool local_copy_ = false;
   unsigned sync_ticks_ = 0;
   std::atomic<bool> keys_synced_{false};  // a key snapshot arrived since start
+  // Local copy: a snapshot answering a key-sync sent before a delete/reject may still hold
+  // that key. Each revoked id remembers how many key-syncs had been sent; a snapshot for an
+  // earlier or the same request does not bring it back. Guarded by sync_mu_.
+  wire::value key_sync_request();
+  std::mutex sync_mu_;
+  std::uint64_t sync_seq_ = 0;
+  std::map<std::string, std::uint64_t> revoked_at_;
   std::mutex owners_mu_;
   std::map<std::string, std::string> jid_owner_;  // jid -> master that published it
   std::deque<std::string> jid_order_;

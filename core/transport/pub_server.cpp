@@ -27,6 +27,19 @@ struct pub_server::impl final : detail::server_base {
     identify(s, *id);
   }
 
+  bool identify_conn(std::uint64_t conn_id, const std::string& id) {
+    session_ptr s;
+    {
+      std::lock_guard lk(mu_);
+      auto it = conns_.find(conn_id);
+      if (it == conns_.end()) return false;
+      s = it->second.lock();
+    }
+    if (!s || id.empty()) return false;
+    identify(s, id);
+    return true;
+  }
+
   void identify(const session_ptr& s, const std::string& id) {
     std::lock_guard pl(presence_mu_);
     std::optional<std::string> gone;
@@ -128,6 +141,12 @@ struct pub_server::impl final : detail::server_base {
     return by_id_.count(id) != 0;
   }
 
+  std::size_t count_of(const std::string& id) const {
+    std::lock_guard lk(mu_);
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? 0 : it->second.size();
+  }
+
   hello_handler hello_;
   presence_handler presence_;
   std::mutex presence_mu_;
@@ -168,5 +187,7 @@ std::size_t pub_server::disconnect(const std::string& id) {
 std::vector<std::string> pub_server::connected_ids() const { return impl_->ids(); }
 
 bool pub_server::is_connected(const std::string& id) const { return impl_->has(id); }
+std::size_t pub_server::connections_of(const std::string& id) const { return impl_->count_of(id); }
+bool pub_server::identify(std::uint64_t conn_id, const std::string& id) { return impl_->identify_conn(conn_id, id); }
 
 }  // namespace sylvite::transport

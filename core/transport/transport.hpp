@@ -106,7 +106,8 @@ class req_server {
 class pub_server {
  public:
   // Called on the connection strand for every frame a minion sends; return the minion
-  // id to identify the connection, nullopt to ignore the frame.
+  // id to identify the connection, nullopt to ignore the frame (or to decide later, off
+  // the strand, and call identify(peer.conn_id, id)).
   using hello_handler = std::function<std::optional<std::string>(const wire::value& body, const peer_info&)>;
   // Presence: id connected (first identified socket) / disconnected (last one closed).
   using presence_handler = std::function<void(const std::string& id, bool connected)>;
@@ -123,8 +124,12 @@ class pub_server {
   // Close every publish connection identified as id (key deleted or rejected); the
   // presence handler reports the disconnect. Returns how many were closed.
   std::size_t disconnect(const std::string& id);
+  // Identify connection conn_id (peer_info::conn_id) as id, from any thread: a hello
+  // checked off the strand. False if the connection is gone meanwhile.
+  bool identify(std::uint64_t conn_id, const std::string& id);
   std::vector<std::string> connected_ids() const;  // sorted, unique
   bool is_connected(const std::string& id) const;
+  std::size_t connections_of(const std::string& id) const;  // identified connections of id
   std::size_t connection_count() const;
 
  private:

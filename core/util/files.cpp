@@ -56,13 +56,25 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
-// Write data to a fresh temp file next to p; returns its name or empty on failure.
-std::string write_temp(const fs::path& p, std::string_view data, unsigned mode, bool sync = true) {
+// The system's error for a failed call (errno saved right after it), so a log line names
+// the real cause ("Transport endpoint is not connected", "Read-only file system", ...).
+error_code os_error(int err) { return {err != 0 ? err : EIO, boost::system::system_category()}; }
+
+// Write data to a fresh temp file next to p; returns its name, or empty on failure with
+// the failing call's errno in err.
+std::string write_temp(const fs::path& p, std::string_view data, unsigned mode, int& err, bool sync = true) {
   std::string tmp = temp_name(p);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return {};
+  if (fd < 0) {
+    err = errno;
+    return {};
+  }
   bool ok = write_all(fd, data) && ::fchmod(fd, mode) == 0 && (!sync || ::fsync(fd) == 0);
-  ok = (::close(fd) == 0) && ok;
+  if (!ok) err = errno;
+  if (::close(fd) != 0 && ok) {
+    err = errno;
+    ok = false;
+  }
   if (!ok) {
     ::unlink(tmp.c_str());
     return {};
@@ -73,15 +85,16 @@ std::string write_temp(const fs::path& p, std::string_view data, unsigned mode, 
 
 result<std::string> read_file(const fs::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? errc::not_found : errc::io_error;
+  if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
   std::string out;
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
+      int err = errno;
       ::close(fd);
-      return errc::io_error;
+      return os_error(err);
     }
     if (n == 0) break;
     out.append(buf, static_cast<std::size_t>(n));
@@ -99,17 +112,45 @@ result<void> make_dirs(const fs::path& p, unsigned mode) {
     auto r = make_dirs(parent, mode);
     if (!r) return r;
   }
-  if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return errc::io_error;
+  if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return os_error(errno);
+  return {};
+}
+
+result<void> make_shared_dirs(const fs::path& top, const std::vector<std::pair<fs::path, unsigned>>& dirs) {
+  if (auto r = make_dirs(top, 0700); !r) return r;
+  const fs::path lock_path = top / ".sylvite-layout.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return os_error(errno);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  int rc;
+  while ((rc = ::fcntl(fd, F_SETLKW, &fl)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    int err = errno;
+    ::close(fd);
+    return os_error(err);
+  }
+  for (const auto& [rel, mode] : dirs) {
+    if (auto r = make_dirs(top / rel, mode); !r) {
+      ::close(fd);
+      return r;
+    }
+  }
+  ::close(fd);  // releases the lock
   return {};
 }
 
 result<void> write_file_atomic(const fs::path& p, std::string_view data, unsigned mode) {
   if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
-  std::string tmp = write_temp(p, data, mode);
-  if (tmp.empty()) return errc::io_error;
+  int err = 0;
+  std::string tmp = write_temp(p, data, mode, err);
+  if (tmp.empty()) return os_error(err);
   if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    err = errno;
     ::unlink(tmp.c_str());
-    return errc::io_error;
+    return os_error(err);
   }
   fsync_dir(p.parent_path());
   return {};
@@ -117,30 +158,34 @@ result<void> write_file_atomic(const fs::path& p, std::string_view data, unsigne
 
 result<void> create_exclusive(const fs::path& p, std::string_view data, unsigned mode) {
   if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
-  std::string tmp = write_temp(p, data, mode);
-  if (tmp.empty()) return errc::io_error;
+  int werr = 0;
+  std::string tmp = write_temp(p, data, mode, werr);
+  if (tmp.empty()) return os_error(werr);
   // link(2) fails with EEXIST if the name exists: the complete file appears atomically
   // and only one racer wins (works on local filesystems and GlusterFS).
   int rc = ::link(tmp.c_str(), p.c_str());
   int err = errno;
   ::unlink(tmp.c_str());
-  if (rc != 0) return err == EEXIST ? errc::already_exists : errc::io_error;
+  if (rc != 0) return err == EEXIST ? make_error_code(errc::already_exists) : os_error(err);
   fsync_dir(p.parent_path());
   return {};
 }
 
 result<void> write_file_atomic_nosync(const fs::path& p, std::string_view data, unsigned mode) {
-  std::string tmp = write_temp(p, data, mode, false);
+  int err = 0;
+  std::string tmp = write_temp(p, data, mode, err, false);
   if (tmp.empty()) {
     // Parent missing (first write in a new dir): create it and retry once. The common
     // case costs no stat.
+    if (err != ENOENT) return os_error(err);
     if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
-    tmp = write_temp(p, data, mode, false);
-    if (tmp.empty()) return errc::io_error;
+    tmp = write_temp(p, data, mode, err, false);
+    if (tmp.empty()) return os_error(err);
   }
   if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    err = errno;
     ::unlink(tmp.c_str());
-    return errc::io_error;
+    return os_error(err);
   }
   return {};
 }
@@ -149,10 +194,10 @@ namespace {
 // O_TMPFILE variant: an unnamed inode in p's directory, written, then linked as p
 // (linkat through /proc/self/fd, no privilege needed). No temp name to create and remove.
 // 1 = linked, 0 = p exists, -1 = not possible here (no O_TMPFILE/proc: use the temp
-// name), -2 = error.
+// name), -2 = error (errno in err).
 std::atomic<bool> tmpfile_unsupported{false};
 
-int create_exclusive_tmpfile(const fs::path& p, std::string_view data, unsigned mode) {
+int create_exclusive_tmpfile(const fs::path& p, std::string_view data, unsigned mode, int& err) {
 #ifdef O_TMPFILE
   if (tmpfile_unsupported.load(std::memory_order_relaxed)) return -1;
   const fs::path dir = p.parent_path();
@@ -163,13 +208,14 @@ int create_exclusive_tmpfile(const fs::path& p, std::string_view data, unsigned 
   }
   bool ok = write_all(fd, data) && ::fchmod(fd, mode) == 0;
   if (!ok) {
+    err = errno;
     ::close(fd);
     return -2;
   }
   char proc[64];
   std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
   int rc = ::linkat(AT_FDCWD, proc, AT_FDCWD, p.c_str(), AT_SYMLINK_FOLLOW);
-  int err = errno;
+  err = errno;
   ::close(fd);
   if (rc == 0) return 1;
   if (err == EEXIST) return 0;
@@ -179,33 +225,35 @@ int create_exclusive_tmpfile(const fs::path& p, std::string_view data, unsigned 
   }
   return -2;
 #else
-  (void)p, (void)data, (void)mode;
+  (void)p, (void)data, (void)mode, (void)err;
   return -1;
 #endif
 }
 }  // namespace
 
 result<void> create_exclusive_nosync(const fs::path& p, std::string_view data, unsigned mode) {
-  switch (create_exclusive_tmpfile(p, data, mode)) {
+  int err = 0;
+  switch (create_exclusive_tmpfile(p, data, mode, err)) {
     case 1:
       return {};
     case 0:
       return errc::already_exists;
     case -2:
-      return errc::io_error;
+      return os_error(err);
     default:
       break;
   }
-  std::string tmp = write_temp(p, data, mode, false);
+  std::string tmp = write_temp(p, data, mode, err, false);
   if (tmp.empty()) {
+    if (err != ENOENT) return os_error(err);
     if (auto r = make_dirs(p.parent_path(), 0700); !r) return r;
-    tmp = write_temp(p, data, mode, false);
-    if (tmp.empty()) return errc::io_error;
+    tmp = write_temp(p, data, mode, err, false);
+    if (tmp.empty()) return os_error(err);
   }
   int rc = ::link(tmp.c_str(), p.c_str());
-  int err = errno;
+  err = errno;
   ::unlink(tmp.c_str());
-  if (rc != 0) return err == EEXIST ? errc::already_exists : errc::io_error;
+  if (rc != 0) return err == EEXIST ? make_error_code(errc::already_exists) : os_error(err);
   return {};
 }
 
@@ -296,7 +344,7 @@ void group_syncer::run() {
 }
 
 result<void> remove_file(const fs::path& p) {
-  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return errc::io_error;
+  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return os_error(errno);
   return {};
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/util/result.hpp"
@@ -38,6 +39,16 @@ result<void> create_exclusive(const std::filesystem::path& p, std::string_view d
 // Parent directories are created (0700) if missing, as above.
 result<void> write_file_atomic_nosync(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
 result<void> create_exclusive_nosync(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
+
+// Directories under a top directory that several masters share (a GlusterFS volume),
+// each {path relative to top, mode}, created with their parents under an fcntl lock on
+// top/.sylvite-layout.lock. GlusterFS can leave a directory that two clients create (or
+// look up while another creates it) at the same moment in gfid split brain: EIO on every
+// mount until healed by hand. Masters starting together therefore take turns; the lock
+// is held for a stat per directory once they exist. top itself is created if missing,
+// unlocked (deploy/gluster/layout.sh makes it beforehand).
+result<void> make_shared_dirs(const std::filesystem::path& top,
+                              const std::vector<std::pair<std::filesystem::path, unsigned>>& dirs);
 
 // Group commit for the *_nosync writes: writers call note() after a write; one background
 // thread makes everything noted so far durable with one syncfs(2) of the filesystem per

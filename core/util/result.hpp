@@ -21,7 +21,7 @@ namespace sylvite::util {
 
 enum class errc {
   ok = 0,
-  io_error,        // filesystem read/write failed (errno logged by the caller)
+  io_error,        // read/write failed (the file functions return the errno itself, system category)
   not_found,       // file or entry missing
   already_exists,  // O_EXCL create lost the race
   invalid_argument,

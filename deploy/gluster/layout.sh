@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Create the sylvite directories on the mounted shared volume. Run once, on any master,
-# after mount.sh. Idempotent: existing directories get their mode (and owner) fixed.
+# Create the sylvite directories on the mounted shared volume. Run once, on ONE master,
+# after mount.sh and before the masters start. Idempotent: existing directories get their
+# mode (and owner) fixed. (Two mounts that create the same directory at the same moment
+# can leave it in gfid split brain; masters take turns for the directories below these,
+# under a lock in each top directory, but the tops must exist first.)
 #
 #   MOUNTPOINT/pki/cluster   cluster_pki_dir  (0700: cluster.pem, the cluster AES key, minion keys)
 #   MOUNTPOINT/cache         cachedir         (0700: per-minion session keys, job returns)
@@ -46,7 +49,10 @@ mkd() {  # mkd DIR MODE
 chmod 0755 "$mnt"
 mkd pki 0700
 mkd pki/cluster 0700
+for d in minions minions_pre minions_rejected minions_denied minions_autosign; do mkd "pki/cluster/$d" 0700; done
+mkd pki/cluster/peers 0755
 mkd cache 0700
+for d in sessions jobs minions; do mkd "cache/$d" 0700; done
 mkd srv 0755
 mkd srv/salt 0755
 mkd srv/pillar 0700

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
@@ -241,6 +242,150 @@ TEST_F(core_fixture, hello_identifies_with_current_or_recent_key) {
   fake_minion imposter{"m1", cached_key(2)};
   EXPECT_FALSE(core->handle_hello(imposter.hello_body(core->aes().current()->crypt.key_string()), "t"));
   EXPECT_FALSE(core->handle_hello(value("x"), "t"));
+}
+
+// The io-thread form never reads a key file: an accepted key not in memory is checked by
+// the offloaded task, which reports the id; a key in memory decides at once.
+TEST_F(core_fixture, hello_reads_an_uncached_key_off_the_io_thread) {
+  accept_key(*core, m1);  // on disk, never read: not in memory
+  const auto aes = core->aes().current()->crypt.key_string();
+  std::vector<std::function<void()>> offloaded;
+  std::vector<std::string> identified;
+  auto offload = [&](std::function<void()> f) {
+    offloaded.push_back(std::move(f));
+    return true;
+  };
+  auto on_id = [&](const std::string& id) { identified.push_back(id); };
+  EXPECT_FALSE(core->handle_hello(m1.hello_body(aes), "t", offload, on_id));
+  ASSERT_EQ(offloaded.size(), 1u);
+  EXPECT_TRUE(identified.empty());
+  offloaded[0]();  // the worker thread: reads the key, verifies, reports
+  EXPECT_EQ(identified, std::vector<std::string>{"m1"});
+
+  // Now in memory (the watch on minions/ keeps it valid): decided at once, nothing offloaded.
+  if (core->accepted().watching()) {
+    auto id = core->handle_hello(m1.hello_body(aes), "t", offload, on_id);
+    ASSERT_TRUE(id);
+    EXPECT_EQ(*id, "m1");
+    EXPECT_EQ(offloaded.size(), 1u);
+    fake_minion imposter{"m1", cached_key(2)};  // wrong key: refused at once too
+    EXPECT_FALSE(core->handle_hello(imposter.hello_body(aes), "t", offload, on_id));
+    EXPECT_EQ(offloaded.size(), 1u);
+  }
+
+  // An imposter whose key must be read: offloaded, refused there, never reported.
+  fake_minion m9{"m9", cached_key(2)};
+  fake_minion m9_real{"m9", cached_key(3)};
+  accept_key(*core, m9_real);
+  EXPECT_FALSE(core->handle_hello(m9.hello_body(aes), "t", offload, on_id));
+  ASSERT_EQ(offloaded.size(), 2u);
+  offloaded[1]();
+  EXPECT_EQ(identified, std::vector<std::string>{"m1"});
+
+  // A full worker queue: refused (the minion's next hello is checked again).
+  fake_minion m8{"m8", cached_key(3)};
+  accept_key(*core, m8);
+  EXPECT_FALSE(core->handle_hello(m8.hello_body(aes), "t", [](std::function<void()>) { return false; }, on_id));
+  EXPECT_EQ(identified, std::vector<std::string>{"m1"});
+}
+
+// A master whose cluster_pki_dir is a local copy (made by a join) mirrors the minion keys
+// from key snapshots. A snapshot asked for before a delete may still hold the deleted key:
+// it must not bring it back; one asked for after the delete may.
+struct recording_peers final : master::peer_sink {
+  std::vector<std::tuple<std::string, std::string, value>> sent;  // to ("" = all), type, body
+  void broadcast(const std::string& type, const value& body) override { sent.emplace_back("", type, body); }
+  bool send(const std::string& to, const std::string& type, const value& body) override {
+    sent.emplace_back(to, type, body);
+    return true;
+  }
+  value status() const override { return value::array(); }
+  void drop_peer(const std::string&) override {}
+};
+
+struct local_copy_fixture : core_fixture {
+  recording_peers peers;
+  void customize(config::master_config& c) override {
+    c.cluster_id = "lc";
+    c.cluster_pki_dir = tmp.path / "cluster";
+    fs::create_directories(*c.cluster_pki_dir);
+    ASSERT_TRUE(util::write_file_atomic(*c.cluster_pki_dir / ".sylvite-local-copy", "test\n", 0600));
+  }
+  void SetUp() override {
+    core_fixture::SetUp();
+    ASSERT_TRUE(core->local_copy());
+    core->set_peer_sink(&peers);
+  }
+  void TearDown() override { core->set_peer_sink(nullptr); }
+  value snapshot(std::initializer_list<std::pair<std::string, int>> accepted, const std::string& for_id = "",
+                 std::int64_t seq = 0) {
+    value acc = value::object();
+    for (const auto& [id, k] : accepted) acc[id] = cached_key(k).public_pem();
+    value snap{{"accepted", acc}, {"rejected", value::object()}};
+    if (!for_id.empty()) snap["for"] = for_id;
+    if (seq) snap["seq"] = seq;
+    return snap;
+  }
+  bool has(const std::string& id) { return core->key_store().exists(pki::key_state::accepted, id); }
+  std::int64_t ask() {  // a key-sync request; returns its seq
+    peers.sent.clear();
+    core->on_peer_up("p1");
+    EXPECT_EQ(peers.sent.size(), 1u);
+    const auto& [to, type, body] = peers.sent.at(0);
+    EXPECT_EQ(to, "p1");
+    EXPECT_EQ(type, "key-sync");
+    EXPECT_EQ(wire::get_text(body, "for").value_or(""), core->cfg().id);
+    return wire::get_int(body, "seq").value_or(-1);
+  }
+};
+
+TEST_F(local_copy_fixture, stale_snapshot_does_not_restore_a_deleted_key) {
+  const auto me = core->cfg().id;
+  const auto s1 = ask();
+  EXPECT_EQ(s1, 1);
+  core->handle_peer("p1", "keys", snapshot({{"m1", 1}, {"m2", 2}}, me, s1));
+  EXPECT_TRUE(has("m1"));
+  EXPECT_TRUE(has("m2"));
+
+  core->handle_peer("p1", "key", value{{"act", "delete"}, {"ids", value::array({"m1"})}});
+  EXPECT_FALSE(has("m1"));
+  // The answer to request 1 built before the delete: m1 stays deleted.
+  core->handle_peer("p1", "keys", snapshot({{"m1", 1}, {"m2", 2}}, me, s1));
+  EXPECT_FALSE(has("m1"));
+  // A snapshot for another master, or without a request number: not trusted either.
+  core->handle_peer("p1", "keys", snapshot({{"m1", 1}}, "other", 99));
+  core->handle_peer("p1", "keys", snapshot({{"m1", 1}}));
+  EXPECT_FALSE(has("m1"));
+  // Asked after the delete: the share's word (re-accepted there meanwhile) stands.
+  const auto s2 = ask();
+  EXPECT_EQ(s2, 2);
+  core->handle_peer("p1", "keys", snapshot({{"m1", 1}}, me, s2));
+  EXPECT_TRUE(has("m1"));
+
+  // A key accepted again by an event is not held back by an earlier delete.
+  core->handle_peer("p1", "key", value{{"act", "delete"}, {"ids", value::array({"m2"})}});
+  EXPECT_FALSE(has("m2"));
+  core->handle_peer("p1", "key", value{{"act", "accept"}, {"ids", value::array({"m2"})},
+                                      {"pubs", value{{"m2", cached_key(2).public_pem()}}}});
+  EXPECT_TRUE(has("m2"));
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m2"));  // lost locally
+  core->handle_peer("p1", "keys", snapshot({{"m2", 2}}, me, s2));
+  EXPECT_TRUE(has("m2"));
+}
+
+// A member answers key-sync to the asker, echoing who asked and which request.
+TEST_F(local_copy_fixture, key_sync_answer_echoes_the_request) {
+  accept_key(*core, m1);
+  peers.sent.clear();
+  core->handle_peer("j1", "key-sync", value{{"for", "j1"}, {"seq", 7}});
+  ASSERT_EQ(peers.sent.size(), 1u);
+  const auto& [to, type, body] = peers.sent.at(0);
+  EXPECT_EQ(to, "j1");
+  EXPECT_EQ(type, "keys");
+  EXPECT_EQ(wire::get_text(body, "for").value_or(""), "j1");
+  EXPECT_EQ(wire::get_int(body, "seq").value_or(0), 7);
+  const value* acc = wire::find(body, "accepted");
+  ASSERT_TRUE(acc && acc->contains("m1"));
 }
 
 TEST_F(core_fixture, key_delete_rotates_and_revokes) {

@@ -46,6 +46,25 @@ TEST(NosyncFiles, CreateExclusiveRefusesSecondAndLeavesNoTemp) {
   EXPECT_EQ(fs::status(p).permissions() & fs::perms::all, fs::perms(0644));
 }
 
+// A failed write names the system's reason (the log line an operator reads), not a
+// generic "i/o error": here a parent that is a file.
+TEST(NosyncFiles, ErrorsCarryTheSystemReason) {
+  temp_dir d;
+  { std::ofstream(d.path / "plain") << "x"; }
+  const fs::path p = d.path / "plain" / "f";
+  for (auto r : {util::create_exclusive_nosync(p, "x"), util::write_file_atomic_nosync(p, "x"),
+                 util::write_file_atomic(p, "x"), util::create_exclusive(p, "x")}) {
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), boost::system::error_code(ENOTDIR, boost::system::system_category()))
+        << r.error().message();
+  }
+  auto rd = util::read_file(d.path);  // a directory
+  ASSERT_FALSE(rd);
+  EXPECT_EQ(rd.error().value(), EISDIR) << rd.error().message();
+  EXPECT_EQ(util::read_file(d.path / "missing").error(), util::errc::not_found);
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+}
+
 TEST(NosyncFiles, WriteAtomicReplaces) {
   temp_dir d;
   const fs::path p = d.path / "x" / "f";
@@ -363,6 +382,17 @@ TEST(SessionStore, CorruptFileIsReplacedOnSignIn) {
   auto k = ss.get_or_create("m1");
   ASSERT_TRUE(k);
   EXPECT_EQ(*util::read_file(d.path / "sessions" / "m1"), (*k)->key_string());
+}
+
+// A session file that cannot be read (here: its name is in a non-directory; on GlusterFS
+// EIO from a split brain) is not "missing": no new key is written over it.
+TEST(SessionStore, UnreadableIsNotMissing) {
+  temp_dir d;
+  { std::ofstream(d.path / "sessions") << "not a directory"; }
+  master::session_store ss(d.path / "sessions", std::chrono::seconds(86400));
+  EXPECT_FALSE(ss.get_or_create("m1"));
+  EXPECT_FALSE(ss.lookup("m1"));
+  EXPECT_EQ(*util::read_file(d.path / "sessions"), "not a directory");
 }
 
 // ------------------------------------------------------------------ accepted keys

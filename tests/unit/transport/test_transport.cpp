@@ -688,7 +688,9 @@ TEST(transport, presence_events_first_identify_last_close) {
                            asio::use_future);
   ASSERT_TRUE(get(f2));
   ASSERT_TRUE(hellos.wait_for(2));
-  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 2; }));
+  // The hello handler returns before the connection is filed under its id: wait for both.
+  ASSERT_TRUE(eventually([&] { return srv.connections_of("a") == 2; }));
+  EXPECT_EQ(srv.connection_count(), 2u);
   a1->close();
   EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
   EXPECT_TRUE(srv.is_connected("a"));
@@ -698,6 +700,58 @@ TEST(transport, presence_events_first_identify_last_close) {
   EXPECT_EQ(events, (std::vector<std::pair<std::string, bool>>{{"a", true}, {"a", false}}));
   EXPECT_FALSE(srv.is_connected("a"));
   EXPECT_EQ(closed_a1.get(), 0);  // close() is silent
+}
+
+// A hello decided later, off the strand (the key read on a worker thread): identify()
+// files the connection under its id, reports presence, and refuses a closed connection.
+TEST(transport, pub_server_identifies_later_from_another_thread) {
+  io_pool pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::uint64_t> conns;
+  std::vector<std::pair<std::string, bool>> events;
+  tr::pub_server srv(
+      pool.io, local_tcp(), {},
+      [&](const value&, const tr::peer_info& p) -> std::optional<std::string> {
+        {
+          std::lock_guard lk(mu);
+          conns.push_back(p.conn_id);
+        }
+        cv.notify_all();
+        return std::nullopt;  // decided later
+      },
+      [&](const std::string& id, bool up) {
+        {
+          std::lock_guard lk(mu);
+          events.emplace_back(id, up);
+        }
+        cv.notify_all();
+      });
+  ASSERT_TRUE(srv.start());
+  auto c = tr::pub_client::create(pool.io.get_executor());
+  auto f = asio::co_spawn(pool.io, c->connect(local_tcp(srv.bound_port()), value{{"id", "late"}}, [](value) {}, [](error_code) {}),
+                          asio::use_future);
+  ASSERT_TRUE(get(f));
+  std::uint64_t conn = 0;
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, kWait, [&] { return !conns.empty(); }));
+    conn = conns[0];
+  }
+  EXPECT_FALSE(srv.is_connected("late"));
+  std::thread worker([&] { EXPECT_TRUE(srv.identify(conn, "late")); });
+  worker.join();
+  EXPECT_TRUE(srv.is_connected("late"));
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, kWait, [&] { return !events.empty(); }));
+    EXPECT_EQ(events[0], std::make_pair(std::string("late"), true));
+  }
+  EXPECT_FALSE(srv.identify(conn + 1000, "other"));  // no such connection
+  c->close();
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 0; }));
+  EXPECT_FALSE(srv.identify(conn, "late"));  // closed meanwhile
+  EXPECT_FALSE(srv.is_connected("late"));
 }
 
 TEST(transport, pub_client_reports_closed_once_and_reconnects) {
