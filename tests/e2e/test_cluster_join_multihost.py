@@ -11,7 +11,12 @@ drop it; the cluster AES key is rotated (Salt's drop file) -> a publish captured
 wire no longer decrypts with the key m4 held, and does with the new one. Then the
 one-step removal: m5 joins, `salt-run cluster.remove m5` takes it out of HAProxy (runtime
 API), deletes its key (the others drop it) and rotates the AES key.
+
+test_refusals_across_hosts: wrong, empty secret, wrong cluster_pub_fingerprint and a "../"
+id from a joiner in its own namespace, each logged with its reason and leaving no file
+(crafted messages: test_cluster_join_refusals.py, on loopback).
 """
+import hashlib
 import json
 import re
 import subprocess
@@ -203,3 +208,46 @@ def test_join_serve_then_leave(env, mh):
         wait_for(lambda: peers_of(x).get("m5") in (None, "removed"), 15, f"{x.name} to drop m5")
     j5.stop()
     wait_ping(m2, everyone, pattern="gj*", timeout=120)
+
+
+def test_refusals_across_hosts(env, mh):
+    """The refusals of issue 7 between hosts: a joiner in its own namespace (its own local
+    cluster_pki_dir, the volume mounted for cachedir) asks m2 over the lab network. Each
+    refusal is logged with its reason, the joiner does not start, and nothing is left in
+    its cluster_pki_dir or in the share."""
+    m1, m2, m3 = mh.masters
+    pki = mh.gl.mounts["m1"] / "pki" / "cluster"
+    fp = hashlib.sha256((pki / "cluster.pub").read_bytes()).hexdigest()
+    mnt = mh.gl.mount_client(mh.jhost)
+    peers_before = sorted(p.name for p in (pki / "peers").iterdir())
+
+    def attempt(name, reason_on_m2=None, **opts):
+        o = dict(cluster_id="gj", cluster_peers=[m2.host.ip], cluster_secret=SECRET,
+                 cluster_pub_fingerprint=fp, cluster_pki_dir=str(env.root / name / "cpki"),
+                 cachedir=str(mnt / "cache"))
+        o.update(opts)
+        other_id = o.pop("id", None)
+        j = env.master(name, host=mh.jhost, root_dir="/", **o)
+        if other_id:  # a peer id that would escape peers/
+            j.opts["id"] = other_id
+            j.write_config()
+        j.start()
+        wait_for(lambda: not j.proc.alive(), 30, f"{name} to give up")
+        assert j.proc.p.returncode != 0, logs(j)
+        if reason_on_m2:
+            wait_for(lambda: re.search(r"cluster join from .* refused: " + re.escape(reason_on_m2), logs(m2)), 10,
+                     f"m2 to log the refusal '{reason_on_m2}'")
+        cpki = env.root / name / "cpki"
+        left = [p for p in cpki.rglob("*") if p.is_file()] if cpki.exists() else []
+        assert left == [], left
+        assert sorted(p.name for p in (pki / "peers").iterdir()) == peers_before
+        return logs(j)
+
+    attempt("r1", "wrong cluster_secret", cluster_secret="not-the-secret")
+    assert "empty or unset cluster_secret" in attempt("r2", "empty or unset cluster_secret", cluster_secret="")
+    assert "the cluster key does not match cluster_pub_fingerprint" in attempt("r3", cluster_pub_fingerprint="00" * 32)
+    attempt("r4", id="../evil")
+    assert not list(pki.glob("evil*")) and not list((pki / "peers").glob("*evil*"))
+    # the cluster still serves: every master links to every other
+    for x in mh.masters:
+        assert all(peers_of(x).get(o.name) == "up" for o in mh.masters if o is not x), peers_of(x)
