@@ -1,7 +1,6 @@
 // sylvite::cluster shared PKI (see cluster_pki.hpp).
 #include "cluster/cluster_pki.hpp"
 
-#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -129,18 +128,10 @@ result<aes_file> load_or_create_aes(const fs::path& dir) {
 }
 
 result<rotation> rotate_aes(const fs::path& dir, const std::string& expected) {
-  const fs::path lock_path = dir / ".aes.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error_code(errc::lock_failed);
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  // fcntl locks are coherent across GlusterFS mounts (lab notes); F_SETLKW waits for the
+  // fcntl locks are coherent across GlusterFS mounts (lab notes); this waits for the
   // master that is rotating right now.
-  if (::fcntl(fd, F_SETLKW, &fl) != 0) {
-    ::close(fd);
-    return make_error_code(errc::lock_failed);
-  }
+  util::file_lock lk(dir / ".aes.lock");
+  if (!lk.locked()) return make_error_code(errc::lock_failed);
   rotation out;
   auto cur = read_aes(dir);
   if (cur && cur->key != expected) {
@@ -148,19 +139,12 @@ result<rotation> rotate_aes(const fs::path& dir, const std::string& expected) {
   } else {
     std::string key = crypto::crypticle::generate_key_string();
     auto w = util::write_file_atomic(dir / ".aes", key, 0600);
-    if (!w) {
-      ::close(fd);
-      return w.error();
-    }
+    if (!w) return w.error();
     auto again = read_aes(dir);
-    if (!again) {
-      ::close(fd);
-      return again.error();
-    }
+    if (!again) return again.error();
     out.now = std::move(*again);
     out.rotated = true;
   }
-  ::close(fd);  // releases the lock
   return out;
 }
 

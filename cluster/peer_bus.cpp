@@ -515,7 +515,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     note["id"] = j->from;
     note["pub"] = j->pub_pem;
     note["addr"] = j->addr;
-    note["local"] = is_local_copy(s_.pki_dir);  // then the share has no peers/<J>.pub yet
+    note["local"] = s_.local_copy;  // then the share has no peers/<J>.pub yet
     broadcast_all("join", note);
     watch_cv_.notify_all();
     spdlog::info("master {} joined the cluster through this master ({} members)", who, ident.peers.size());
@@ -547,7 +547,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       // A shared directory has the file already (the accepting peer wrote it); writing it
       // again from a late note could bring back a peer removed meanwhile. Only a local
       // copy records it.
-      if (is_local_copy(s_.pki_dir) || wire::get_bool(m.body, "local").value_or(false)) {
+      if (s_.local_copy || wire::get_bool(m.body, "local").value_or(false)) {
         if (auto r = ensure_peer_key(s_.pki_dir, id, pub); !r) {
           spdlog::error("cluster join note from {}: cannot record peers/{}.pub: {}", from, id, r.error().message());
           return true;

@@ -32,6 +32,7 @@ struct bus_settings {
   std::string advertise;                 // "host:port" peers dial; default bind_host:port
   std::vector<std::string> peers;        // cluster_peers ("host" or "host:port")
   std::filesystem::path pki_dir;         // cluster_pki_dir (peers/<id>.pub)
+  bool local_copy = false;               // pki_dir is a local copy (is_local_copy, fixed at start)
   crypto::rsa_key priv;                  // this master's own key
   std::size_t max_queue = 100000;        // messages per peer
   std::size_t batch = 256;               // messages per request

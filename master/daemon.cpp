@@ -142,14 +142,15 @@ int run_master(const config::master_config& cfg) {
         }
       });
   std::atomic<transport::pub_server*> pub_ref{nullptr};  // for hellos checked on a worker thread
+  // A hello whose key is not in memory is checked on a worker thread (a shared file system
+  // can stall).
+  const master_core::offload_fn hello_offload = [core, &pool](std::function<void()> f) {
+    return pool.submit([core, f = std::move(f)] { f(); });
+  };
   transport::pub_server pub(
       io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.publish_port), {}}, topt,
-      [core, &pool, &pub_ref](const value& body, const transport::peer_info& p) {
-        // A key not in memory is read on a worker thread (a shared file system can stall).
-        auto offload = [core, &pool](std::function<void()> f) {
-          return pool.submit([core, f = std::move(f)] { f(); });
-        };
-        return core->handle_hello(body, p.address, offload, [&pub_ref, conn = p.conn_id](const std::string& id) {
+      [core, &hello_offload, &pub_ref](const value& body, const transport::peer_info& p) {
+        return core->handle_hello(body, p.address, hello_offload, [&pub_ref, conn = p.conn_id](const std::string& id) {
           if (auto* ps = pub_ref.load()) ps->identify(conn, id);
         });
       },
@@ -181,6 +182,7 @@ int run_master(const config::master_config& cfg) {
     for (const auto& a : member_addrs)
       if (std::find(bs.peers.begin(), bs.peers.end(), a) == bs.peers.end()) bs.peers.push_back(a);
     bs.pki_dir = *cfg.cluster_pki_dir;
+    bs.local_copy = core->local_copy();
     bs.priv = core->own_keys().priv();
     bs.topt = topt;
     bs.secret = cfg.cluster_secret;

@@ -13,7 +13,6 @@
 // Thread-safety: every method may be called from any thread. Nothing here throws.
 #include "master/job_cache.hpp"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -77,32 +76,10 @@ void add_ids(std::set<std::string>& out, const wire::value& v) {
     if (auto t = wire::as_text(e)) out.emplace(*t);
 }
 
-// POSIX record lock on a file for the lifetime of the object (cross-process).
-class file_lock {
- public:
-  explicit file_lock(const fs::path& p) {
-    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) return;
-    struct flock fl {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    while (::fcntl(fd_, F_SETLKW, &fl) != 0 && errno == EINTR) {
-    }
-  }
-  ~file_lock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  file_lock(const file_lock&) = delete;
-  file_lock& operator=(const file_lock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 result<void> merge_minions(const fs::path& dir, const std::vector<std::string>& minions) {
   std::lock_guard<std::mutex> g(minions_mutex());
   if (auto r = util::make_dirs(dir); !r) return r;
-  file_lock lk(dir / ".minions.lock");
+  util::file_lock lk(dir / ".minions.lock");  // a failure to lock: merged without it, as before
   std::set<std::string> all(minions.begin(), minions.end());
   if (auto old = read_packed(dir / minions_p)) add_ids(all, *old);
   wire::value list = wire::value::array();

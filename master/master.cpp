@@ -53,8 +53,7 @@ result<void> make_shared(const fs::path& top, const std::vector<std::pair<fs::pa
 }
 
 result<void> make_shared_cache_dirs(const config::master_config& cfg) {
-  const auto& shared = make_shared;
-  if (auto r = shared(cfg.cachedir, {{"sessions", 0700}, {"jobs", 0700}, {"minions", 0700}}); !r) return r;
+  if (auto r = make_shared(cfg.cachedir, {{"sessions", 0700}, {"jobs", 0700}, {"minions", 0700}}); !r) return r;
   // The buckets once (marked by a file: files are safe to look up while being made).
   const fs::path buckets_done = cfg.cachedir / ".sylvite-job-buckets";  // not in jobs/: Salt walks that
   std::error_code ec;
@@ -62,7 +61,7 @@ result<void> make_shared_cache_dirs(const config::master_config& cfg) {
     std::vector<std::pair<fs::path, unsigned>> buckets;
     static const char* hex = "0123456789abcdef";
     for (int i = 0; i < 256; ++i) buckets.push_back({fs::path("jobs") / std::string{hex[i >> 4], hex[i & 15]}, 0700});
-    if (auto r = shared(cfg.cachedir, buckets); !r) return r;
+    if (auto r = make_shared(cfg.cachedir, buckets); !r) return r;
     auto w = util::create_exclusive(buckets_done, "the job cache's hash buckets exist\n", 0600);
     if (!w && w.error() != util::errc::already_exists) return w.error();
   }
@@ -247,18 +246,18 @@ std::optional<std::string> master_core::handle_hello(const value& body, const st
     if (!id || !tok) return refuse_hello("no id/tok");
     std::string sid(*id);
     if (!pki::valid_id(sid)) return refuse_hello("invalid id");
-    const std::string why = "token of '" + sid + "' did not verify";
+    auto why = [&sid] { return "token of '" + sid + "' did not verify"; };  // built only to refuse
     if (offload) {
       if (auto ok = accepted_.verify_token_cached(sid, *tok)) {
-        if (!*ok) return refuse_hello(why);
+        if (!*ok) return refuse_hello(why());
         spdlog::debug("publish connection {} identified as {}", peer, sid);
         return sid;
       }
       // The key is not in memory: read it on a worker thread, never on this one.
-      auto task = [this, sid, t = std::string(*tok), peer, why, identified = std::move(identified)] {
+      auto task = [this, sid, t = std::string(*tok), peer, identified = std::move(identified)] {
         if (!accepted_.verify_token(sid, t)) {
           counters_.hellos_refused++;
-          spdlog::info("publish hello from {} ignored: {}", peer, why);
+          spdlog::info("publish hello from {} ignored: token of '{}' did not verify", peer, sid);
           return;
         }
         spdlog::debug("publish connection {} identified as {} (key read off the io thread)", peer, sid);
@@ -267,7 +266,7 @@ std::optional<std::string> master_core::handle_hello(const value& body, const st
       if (!offload(std::move(task))) return refuse_hello("worker queue full (the minion's next hello is checked)");
       return std::nullopt;
     }
-    if (!accepted_.verify_token(sid, *tok)) return refuse_hello(why);
+    if (!accepted_.verify_token(sid, *tok)) return refuse_hello(why());
     spdlog::debug("publish connection {} identified as {}", peer, sid);
     return sid;
   } catch (const std::exception& e) {

@@ -116,29 +116,35 @@ result<void> make_dirs(const fs::path& p, unsigned mode) {
   return {};
 }
 
-result<void> make_shared_dirs(const fs::path& top, const std::vector<std::pair<fs::path, unsigned>>& dirs) {
-  if (auto r = make_dirs(top, 0700); !r) return r;
-  const fs::path lock_path = top / ".sylvite-layout.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return os_error(errno);
+file_lock::file_lock(const fs::path& p) {
+  fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) {
+    err_ = os_error(errno);
+    return;
+  }
   struct flock fl {};
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
   int rc;
-  while ((rc = ::fcntl(fd, F_SETLKW, &fl)) != 0 && errno == EINTR) {
+  while ((rc = ::fcntl(fd_, F_SETLKW, &fl)) != 0 && errno == EINTR) {
   }
   if (rc != 0) {
-    int err = errno;
-    ::close(fd);
-    return os_error(err);
+    err_ = os_error(errno);
+    ::close(fd_);
+    fd_ = -1;
   }
-  for (const auto& [rel, mode] : dirs) {
-    if (auto r = make_dirs(top / rel, mode); !r) {
-      ::close(fd);
-      return r;
-    }
-  }
-  ::close(fd);  // releases the lock
+}
+
+file_lock::~file_lock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+result<void> make_shared_dirs(const fs::path& top, const std::vector<std::pair<fs::path, unsigned>>& dirs) {
+  if (auto r = make_dirs(top, 0700); !r) return r;
+  file_lock lk(top / ".sylvite-layout.lock");
+  if (!lk.locked()) return lk.error();
+  for (const auto& [rel, mode] : dirs)
+    if (auto r = make_dirs(top / rel, mode); !r) return r;
   return {};
 }
 

@@ -40,6 +40,24 @@ result<void> create_exclusive(const std::filesystem::path& p, std::string_view d
 result<void> write_file_atomic_nosync(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
 result<void> create_exclusive_nosync(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);
 
+// An exclusive POSIX record lock (fcntl F_SETLKW) on a lock file, created if missing, held
+// for the object's lifetime (closing the file releases it). It excludes processes, also on
+// other GlusterFS mounts, not threads of one process. locked() false: the file could not
+// be opened or locked (error() has the errno).
+class file_lock {
+ public:
+  explicit file_lock(const std::filesystem::path& p);
+  ~file_lock();
+  file_lock(const file_lock&) = delete;
+  file_lock& operator=(const file_lock&) = delete;
+  bool locked() const noexcept { return fd_ >= 0; }
+  error_code error() const noexcept { return err_; }
+
+ private:
+  int fd_ = -1;
+  error_code err_;
+};
+
 // Directories under a top directory that several masters share (a GlusterFS volume),
 // each {path relative to top, mode}, created with their parents under an fcntl lock on
 // top/.sylvite-layout.lock. GlusterFS can leave a directory that two clients create (or
