@@ -46,5 +46,7 @@ function(sylvite_test name)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS unit ENVIRONMENT "SYLVITE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+    PROPERTIES LABELS unit ENVIRONMENT "SYLVITE_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+    # GTEST_SKIP() shows in ctest as Skipped (scripts/test.sh fails on it under CI=true).
+    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endfunction()

@@ -12,6 +12,21 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 
+# ctest, listing skipped unit tests (GTEST_SKIP); under CI=true a skip fails the stage.
+ctest_noskip() {
+  local log rc
+  log=$(mktemp)
+  ctest "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  if grep -q "(Skipped)" "$log"; then
+    echo "skipped unit tests (run the binary with --gtest_filter=... to see the reason):"
+    grep "(Skipped)" "$log"
+    [[ "${CI:-}" == "true" ]] && { echo "CI=true: a skip is a failure"; rc=1; }
+  fi
+  rm -f "$log"
+  return "$rc"
+}
+
 declare -A status
 fail=0
 stage() {  # stage NAME CMD...: run, record, keep going so every stage reports
@@ -28,14 +43,14 @@ export SYLVITE_VENV="$here/build/venv"
 
 stage build bash scripts/build.sh "$here/build"
 if [[ "${status[build]}" == ok* ]]; then
-  stage unit ctest --test-dir "$here/build" -L unit --output-on-failure -j2 --timeout 300
+  stage unit ctest_noskip --test-dir "$here/build" -L unit --output-on-failure -j2 --timeout 300
 fi
 
 if ((quick == 0)); then
   stage asan-build bash scripts/build.sh "$here/build-asan" -DSYLVITE_SANITIZE=ON
   if [[ "${status[asan-build]}" == ok* ]]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      stage asan-unit ctest --test-dir "$here/build-asan" -L unit --output-on-failure -j2 --timeout 600
+      stage asan-unit ctest_noskip --test-dir "$here/build-asan" -L unit --output-on-failure -j2 --timeout 600
   fi
   if [[ -f tests/fuzz/CMakeLists.txt ]]; then
     stage fuzz bash scripts/fuzz.sh "$here/build-fuzz" "$FUZZ_SECONDS"
@@ -45,8 +60,9 @@ fi
 if [[ "${status[build]}" == ok* ]]; then
   export SYLVITE_BIN="$here/build/bin"
   export SYLVITE_VENV_3007="$here/build/venv-3007"
-  stage e2e "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --timeout 600 tests/e2e
-  stage interop "$SYLVITE_PYTHON" -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests/interop
+  export PYTHONPATH="$here/tests${PYTHONPATH:+:$PYTHONPATH}"  # the pytest_noskip plugin
+  stage e2e "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider -n 2 --dist loadgroup --timeout 600 tests/e2e
+  stage interop "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider -n 2 --timeout 600 tests/interop
 fi
 
 echo
