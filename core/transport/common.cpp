@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -41,6 +42,30 @@ class category final : public boost::system::error_category {
 const boost::system::error_category& transport_category() noexcept {
   static const category c;
   return c;
+}
+
+bool byte_budget::take(std::size_t n) noexcept {
+  std::size_t cur = used_.load(std::memory_order_relaxed);
+  do {
+    if (n > cap_ || cur > cap_ - n) return false;
+  } while (!used_.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed));
+  return true;
+}
+
+void byte_budget::give(std::size_t n) noexcept { used_.fetch_sub(n, std::memory_order_relaxed); }
+
+std::uint64_t raise_open_files_limit() noexcept {
+  struct rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    const rlim_t before = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      spdlog::warn("cannot raise the open files limit from {} to {}: {}", before, rl.rlim_max, std::strerror(errno));
+      ::getrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
+  return static_cast<std::uint64_t>(rl.rlim_cur);
 }
 
 namespace detail {

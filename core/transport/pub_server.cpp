@@ -56,6 +56,7 @@ struct pub_server::impl final : detail::server_base {
       set.emplace(s->id(), s);
     }
     spdlog::debug("transport: pub connection {} from {} identified as {}", s->id(), s->peer().address, id);
+    s->mark_authenticated();  // a verified hello: the pre-authentication limits are lifted
     if (gone) notify(*gone, false);
     if (came) notify(id, true);
   }
@@ -66,6 +67,7 @@ struct pub_server::impl final : detail::server_base {
     {
       std::lock_guard lk(mu_);
       conns_.erase(s->id());
+      uncount_unauth_locked(*s);
       auto it = ident_.find(s->id());
       if (it != ident_.end()) {
         gone = detach_locked(it->second, s->id());

@@ -14,13 +14,22 @@ namespace {
 class session_responder final : public responder {
  public:
   session_responder(std::shared_ptr<detail::server_session> s, wire::value head)
-      : s_(std::move(s)), head_(std::move(head)) {}
+      : s_(std::move(s)), head_(std::move(head)) {
+    s_->request_started();
+  }
+  ~session_responder() override {
+    if (!done_.exchange(true)) s_->request_done();
+  }
 
   void reply(wire::value body) override {
     if (replied_.exchange(true)) return;  // reply() is single-shot
-    if (!s_->alive()) return;             // dropped silently
-    if (auto f = detail::pack_shared(head_, body)) s_->send(std::move(f));
+    if (s_->alive()) {                    // else dropped silently
+      if (auto f = detail::pack_shared(head_, body)) s_->send(std::move(f));
+    }
+    if (!done_.exchange(true)) s_->request_done();
   }
+
+  void mark_authenticated() override { s_->mark_authenticated(); }
 
   bool push(wire::value body) override {
     if (replied_.load() || !s_->alive()) return false;
@@ -37,6 +46,7 @@ class session_responder final : public responder {
   std::shared_ptr<detail::server_session> s_;
   const wire::value head_;
   std::atomic<bool> replied_{false};
+  std::atomic<bool> done_{false};  // request_done() reported (reply or destruction)
 };
 
 }  // namespace

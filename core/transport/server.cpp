@@ -8,6 +8,16 @@
 // per-thread 64 KB buffer that is fed to the frame_parser. The parser's own buffer only
 // holds partial frames. The write queue is two vectors of shared frame pointers (pub
 // fan-out shares one buffer between all connections).
+//
+// Before a connection is authenticated (see options): its frames are limited in bytes,
+// msgpack objects and depth; a frame above pre_auth_max_frame_size takes the excess from
+// a shared byte budget while it arrives and until the request it became is answered;
+// with pre_auth_max_pending requests unanswered its reads pause (TCP pushes back on the
+// peer). A sweeper per server closes connections whose frame stalls (frame_timeout) or
+// that never send (pre_auth_idle_timeout), reading only atomics of each session.
+// Admission (on accept): total, unauthenticated and per-source caps, and a descriptor
+// reserve tested on the accepted descriptor's number (the kernel hands out the lowest
+// free number, so fd >= limit - reserve means at least that many are open).
 #include "core/transport/detail/server.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -15,14 +25,21 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <dirent.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+
+#include "core/util/rate_limit.hpp"
 
 namespace sylvite::transport::detail {
 
@@ -38,19 +55,84 @@ bool is_normal_close(const error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::error::bad_descriptor;
 }
 
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t to_ns(std::chrono::milliseconds d) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+// "1.2.3.4:5678" -> "1.2.3.4", "[::1]:5678" -> "::1", "unix" -> "unix".
+std::string source_of(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    const auto end = address.find(']');
+    return end == std::string::npos ? address : address.substr(1, end - 1);
+  }
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+std::size_t count_open_fds() noexcept {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') ++n;
+    }
+    ::closedir(d);
+    if (n > 0) --n;  // the directory's own descriptor
+  }
+  return n;
+}
+
+// Process-wide: floods of these come from many connections at once.
+util::log_limiter malformed_log;
+util::log_limiter budget_log;
+
 }  // namespace
+
+
 
 // ---------------------------------------------------------------------------------
 // server_session
 
-server_session::server_session(server_socket sock, const options& opt, peer_info peer,
+server_session::server_session(server_socket sock, std::shared_ptr<const options> opt, peer_info peer,
                                std::weak_ptr<session_hooks> hooks)
     : sock_(std::move(sock)),
-      parser_(opt.max_frame_size),
+      opt_(std::move(opt)),
+      parser_(wire::limits{}),
       peer_(std::move(peer)),
       hooks_(std::move(hooks)),
-      max_queue_bytes_(opt.max_queue_bytes),
-      max_queue_frames_(opt.max_queue_frames) {}
+      max_queue_bytes_(opt_->max_queue_bytes),
+      max_queue_frames_(opt_->max_queue_frames),
+      created_ns_(now_ns()) {
+  authenticated_.store(opt_->authenticated_from_start, std::memory_order_release);
+  parser_.set_limits(current_limits());
+}
+
+server_session::~server_session() { release_budget(); }
+
+wire::limits server_session::current_limits() const noexcept {
+  wire::limits l;
+  l.max_bytes = opt_->max_frame_size;
+  if (!authenticated()) {
+    // With a budget the scanner allows max_frame_size and charge_pre_auth() meters the
+    // excess; without one the pre-auth size is a hard limit.
+    if (opt_->pre_auth_max_frame_size > 0 && !opt_->pre_auth_budget)
+      l.max_bytes = std::min(l.max_bytes, opt_->pre_auth_max_frame_size);
+    if (opt_->pre_auth_max_nodes > 0) l.max_nodes = opt_->pre_auth_max_nodes;
+    if (opt_->pre_auth_max_depth > 0) l.max_depth = std::min(l.max_depth, opt_->pre_auth_max_depth);
+  }
+  return l;
+}
+
+void server_session::release_budget() noexcept {
+  if (!opt_->pre_auth_budget) return;
+  const std::size_t n = budget_charged_ + held_charge_.exchange(0);
+  budget_charged_ = 0;
+  if (n) opt_->pre_auth_budget->give(n);
+}
 
 void server_session::start() {
   asio::dispatch(sock_.get_executor(), [self = shared_from_this()] {
@@ -65,9 +147,146 @@ void server_session::start() {
   });
 }
 
+void server_session::mark_authenticated() {
+  if (authenticated_.exchange(true, std::memory_order_acq_rel)) return;
+  asio::post(sock_.get_executor(), [self = shared_from_this()] {
+    if (self->close_done_) return;
+    self->parser_.set_limits(self->current_limits());
+    if (self->opt_->pre_auth_budget && self->budget_charged_) {
+      self->opt_->pre_auth_budget->give(self->budget_charged_);
+      self->budget_charged_ = 0;
+    }
+    if (self->paused_) self->resume_reading();
+  });
+  if (auto hooks = hooks_.lock()) hooks->on_session_authenticated(shared_from_this());
+}
+
+void server_session::request_done() {
+  const std::size_t left = pending_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (left == 0 && opt_->pre_auth_budget) {
+    if (const std::size_t n = held_charge_.exchange(0)) opt_->pre_auth_budget->give(n);
+  }
+  if (opt_->pre_auth_max_pending > 0 && left < opt_->pre_auth_max_pending && !authenticated()) {
+    asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
+  }
+}
+
+const char* server_session::expired(std::int64_t now) const noexcept {
+  if (closed_.load(std::memory_order_acquire)) return nullptr;
+  const bool auth = authenticated();
+  if (opt_->frame_timeout.count() > 0) {
+    const std::int64_t since = frame_since_ns_.load(std::memory_order_relaxed);
+    const std::int64_t limit = to_ns(opt_->frame_timeout);
+    if (since != 0) {
+      if (!auth && now - since > limit) return "frame not completed within frame_timeout";
+      const std::int64_t last = last_rx_ns_.load(std::memory_order_relaxed);
+      if (auth && now - std::max(last, since) > limit) return "frame stalled (no bytes within frame_timeout)";
+    }
+  }
+  if (!auth && opt_->pre_auth_idle_timeout.count() > 0 && last_rx_ns_.load(std::memory_order_relaxed) == 0 &&
+      now - created_ns_ > to_ns(opt_->pre_auth_idle_timeout))
+    return "sent nothing within the pre-authentication idle timeout";
+  return nullptr;
+}
+
 void server_session::wait_readable() {
   sock_.async_receive(asio::buffer(&peek_byte_, 1), asio::socket_base::message_peek,
                       [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_readable(ec); });
+}
+
+bool server_session::drain_frames() {
+  bool completed = false;
+  for (;;) {
+    if (!authenticated() && opt_->pre_auth_max_pending > 0 &&
+        pending_.load(std::memory_order_acquire) >= opt_->pre_auth_max_pending) {
+      // Unanswered requests at the cap: stop reading until one is answered; the time
+      // spent waiting for our own workers is not the peer's stall.
+      paused_ = true;
+      frame_since_ns_.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    auto r = parser_.next();
+    if (!r) {
+      if (const auto n = malformed_log.hit()) {
+        if (!authenticated() && r.error() == wire::errc::too_large) {
+          const auto l = parser_.get_limits();
+          spdlog::warn("transport: closing connection from {}: unauthenticated frame over the pre-authentication "
+                       "limits ({} bytes, {} msgpack objects; {} such closes in the last interval)",
+                       peer_.address, opt_->pre_auth_max_frame_size, l.max_nodes, n);
+        } else {
+          spdlog::warn("transport: closing connection from {}: malformed input ({}; {} such closes in the last "
+                       "interval)",
+                       peer_.address, r.error().message(), n);
+        }
+      }
+      do_close();
+      return false;
+    }
+    if (!*r) break;
+    completed = true;
+    auto hooks = hooks_.lock();
+    if (!hooks) {  // server gone
+      do_close();
+      return false;
+    }
+    // The budget taken by this frame's excess stays taken until its request is answered:
+    // the decoded body lives that long.
+    if (budget_charged_) {
+      held_charge_.fetch_add(budget_charged_);
+      budget_charged_ = 0;
+    }
+    try {
+      hooks->on_frame(shared_from_this(), std::move(**r));
+    } catch (const std::exception& e) {
+      spdlog::error("transport: handler failed for a frame from {}: {}", peer_.address, e.what());
+    } catch (...) {
+      spdlog::error("transport: handler failed for a frame from {}", peer_.address);
+    }
+    if (pending_.load(std::memory_order_acquire) == 0 && opt_->pre_auth_budget) {
+      if (const std::size_t n = held_charge_.exchange(0)) opt_->pre_auth_budget->give(n);
+    }
+    if (close_done_) return false;
+  }
+  if (!parser_.in_frame()) {
+    frame_since_ns_.store(0, std::memory_order_relaxed);
+  } else if (completed || frame_since_ns_.load(std::memory_order_relaxed) == 0) {
+    frame_since_ns_.store(now_ns(), std::memory_order_relaxed);
+  }
+  return true;
+}
+
+bool server_session::charge_pre_auth() {
+  if (authenticated() || !opt_->pre_auth_budget || opt_->pre_auth_max_frame_size == 0) return true;
+  const std::size_t buffered = parser_.buffered();
+  const std::size_t want = buffered > opt_->pre_auth_max_frame_size ? buffered - opt_->pre_auth_max_frame_size : 0;
+  if (want > budget_charged_) {
+    if (!opt_->pre_auth_budget->take(want - budget_charged_)) {
+      if (const auto n = budget_log.hit()) {
+        spdlog::warn("transport: closing connection from {}: unauthenticated frame over {} bytes and the shared "
+                     "pre-authentication budget ({} bytes, pre_auth_large_frame_budget) is in use ({} such closes "
+                     "in the last interval)",
+                     peer_.address, opt_->pre_auth_max_frame_size, opt_->pre_auth_budget->cap(), n);
+      }
+      do_close();
+      return false;
+    }
+    budget_charged_ = want;
+  } else if (want < budget_charged_) {
+    opt_->pre_auth_budget->give(budget_charged_ - want);
+    budget_charged_ = want;
+  }
+  return true;
+}
+
+void server_session::resume_reading() {
+  if (close_done_ || !paused_) return;
+  if (!authenticated() && opt_->pre_auth_max_pending > 0 &&
+      pending_.load(std::memory_order_acquire) >= opt_->pre_auth_max_pending)
+    return;
+  paused_ = false;
+  if (!drain_frames()) return;
+  if (!charge_pre_auth()) return;
+  wait_readable();
 }
 
 void server_session::on_readable(const error_code& wait_ec) {
@@ -95,30 +314,10 @@ void server_session::on_readable(const error_code& wait_ec) {
       do_close();
       return;
     }
+    last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
     parser_.feed(std::string_view(buf.data(), n));
-    for (;;) {
-      auto r = parser_.next();
-      if (!r) {
-        spdlog::warn("transport: closing connection from {}: malformed input ({})", peer_.address,
-                     r.error().message());
-        do_close();
-        return;
-      }
-      if (!*r) break;
-      auto hooks = hooks_.lock();
-      if (!hooks) {  // server gone
-        do_close();
-        return;
-      }
-      try {
-        hooks->on_frame(shared_from_this(), std::move(**r));
-      } catch (const std::exception& e) {
-        spdlog::error("transport: handler failed for a frame from {}: {}", peer_.address, e.what());
-      } catch (...) {
-        spdlog::error("transport: handler failed for a frame from {}", peer_.address);
-      }
-      if (close_done_) return;
-    }
+    if (!drain_frames()) return;
+    if (!charge_pre_auth()) return;
     if (n < buf.size()) break;  // drained
   }
   wait_readable();
@@ -207,6 +406,11 @@ void server_session::do_close() {
   queued_frames_.fetch_sub(queue_.size());
   queue_.clear();
   queue_.shrink_to_fit();
+  if (opt_->pre_auth_budget && budget_charged_) {
+    opt_->pre_auth_budget->give(budget_charged_);
+    budget_charged_ = 0;
+  }
+  parser_ = wire::frame_parser(wire::limits{});  // free a partial frame now, not at the last responder
   if (auto hooks = hooks_.lock()) {
     try {
       hooks->on_session_closed(shared_from_this());
@@ -220,11 +424,19 @@ void server_session::do_close() {
 // server_base
 
 server_base::server_base(asio::io_context& io, endpoint ep, options opt, const char* kind)
-    : io_(io), opt_(std::move(opt)), kind_(kind), ep_(std::move(ep)), acceptor_(io), retry_timer_(io) {}
+    : io_(io),
+      opt_(std::move(opt)),
+      sopt_(std::make_shared<const options>(opt_)),
+      kind_(kind),
+      sweep_timer_(io),
+      ep_(std::move(ep)),
+      acceptor_(io),
+      retry_timer_(io) {}
 
 server_base::~server_base() {
   error_code ec;
   acceptor_.close(ec);
+  if (spare_fd_ >= 0) ::close(spare_fd_);
   if (created_unix_) {
     struct stat st{};
     if (::lstat(ep_.unix_path.c_str(), &st) == 0 && st.st_dev == unix_dev_ && st.st_ino == unix_ino_) {
@@ -336,8 +548,95 @@ result<void> server_base::start() {
   }
   spdlog::debug("transport: {} server listening on {}", kind_,
                 is_tcp_ ? describe(endpoint{ep_.host, port_.load(), {}}) : ep_.unix_path);
+  struct rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fd_limit_ = rl.rlim_cur;
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   accept_next();
+  if (opt_.frame_timeout.count() > 0 || opt_.pre_auth_idle_timeout.count() > 0) arm_sweep();
   return {};
+}
+
+void server_base::arm_sweep() {  // acc_mu_ held
+  auto shortest = std::chrono::milliseconds::max();
+  if (opt_.frame_timeout.count() > 0) shortest = std::min(shortest, opt_.frame_timeout);
+  if (opt_.pre_auth_idle_timeout.count() > 0) shortest = std::min(shortest, opt_.pre_auth_idle_timeout);
+  const auto every = std::clamp(shortest / 4, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+  sweep_timer_.expires_after(every);
+  sweep_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec || self->stopped_) return;
+    self->sweep();
+    std::lock_guard lk(self->acc_mu_);
+    if (!self->stopped_) self->arm_sweep();
+  });
+}
+
+void server_base::sweep() {
+  const std::int64_t now = now_ns();
+  std::vector<std::pair<std::shared_ptr<server_session>, const char*>> victims;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, w] : conns_) {
+      auto s = w.lock();
+      if (!s) continue;
+      if (const char* why = s->expired(now)) victims.emplace_back(std::move(s), why);
+    }
+  }
+  for (auto& [s, why] : victims) {
+    spdlog::debug("transport: {} server closing connection {} from {}: {}", kind_, s->id(), s->peer().address, why);
+    s->close();
+  }
+  if (victims.empty()) return;
+  for (std::size_t i = 0; i < victims.size(); ++i) {
+    if (const auto n = sweep_log_.hit()) {
+      spdlog::info("transport: {} server on {} closed {} stalled or silent connection(s) in the last interval "
+                   "(e.g. {}: {})",
+                   kind_, describe(endpoint{ep_.host, port_.load(), ep_.unix_path}), n, victims[i].first->peer().address,
+                   victims[i].second);
+    }
+  }
+}
+
+std::string server_base::refuse_reason_locked(const std::string& source, int fd) const {
+  if (opt_.reserved_fds > 0 && fd_limit_ > 0 && fd >= 0 &&
+      static_cast<std::uint64_t>(fd) + opt_.reserved_fds >= fd_limit_)
+    return "fd";
+  if (opt_.max_connections > 0 && conns_.size() >= opt_.max_connections)
+    return fmt::format("{} connections open (max_connections {})", conns_.size(), opt_.max_connections);
+  if (opt_.authenticated_from_start) return {};
+  if (opt_.pre_auth_max_connections > 0 && unauth_total_ >= opt_.pre_auth_max_connections)
+    return fmt::format("{} unauthenticated connections open (pre_auth_max_connections {})", unauth_total_,
+                       opt_.pre_auth_max_connections);
+  if (opt_.pre_auth_max_connections_per_source > 0) {
+    auto it = unauth_by_source_.find(source);
+    if (it != unauth_by_source_.end() && it->second >= opt_.pre_auth_max_connections_per_source)
+      return fmt::format("{} unauthenticated connections from {} (pre_auth_max_connections_per_source {})",
+                         it->second, source, opt_.pre_auth_max_connections_per_source);
+  }
+  return {};
+}
+
+void server_base::shed_backlog() {  // acc_mu_ held
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+    spare_fd_ = -1;
+  }
+  error_code ec;
+  acceptor_.native_non_blocking(true, ec);
+  std::size_t shed = 0;
+  if (!ec) {
+    for (; shed < 256; ++shed) {
+      const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      ::close(fd);
+    }
+  }
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  refused_ += shed;
+  if (fd_log_.hit()) {
+    spdlog::error("transport: descriptors exhausted: {} open, limit {}; refusing new connections on {} ({} closed "
+                  "unanswered)",
+                  count_open_fds(), fd_limit_, describe(endpoint{ep_.host, port_.load(), ep_.unix_path}), shed);
+  }
 }
 
 void server_base::accept_next() {
@@ -355,10 +654,11 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
       last_accept_log_ = now;
       spdlog::warn("transport: {} server accept failed on {}: {}", kind_, describe(ep_), ec.message());
     }
-    const bool backoff = ec == asio::error::no_descriptors || ec.value() == ENFILE ||
-                         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+    const bool no_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE;
+    const bool backoff = no_fds || ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
     std::lock_guard lk(acc_mu_);
     if (!acceptor_.is_open()) return;
+    if (no_fds) shed_backlog();
     if (backoff) {
       retry_timer_.expires_after(std::chrono::milliseconds(100));
       retry_timer_.async_wait([self = shared_from_this()](const error_code& tec) {
@@ -376,14 +676,44 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
   error_code pec;
   auto rep = sock.remote_endpoint(pec);
   peer.address = pec ? std::string("unknown") : format_peer(rep.data(), rep.size());
-  if (is_tcp_) apply_tcp_options(sock.native_handle(), opt_);
+  std::string source = source_of(peer.address);
+  std::string refused;
   std::shared_ptr<server_session> s;
   {
     std::lock_guard lk(mu_);
     if (!stopped_) {
-      s = std::make_shared<server_session>(std::move(sock), opt_, std::move(peer), weak_from_this());
-      conns_.emplace(s->id(), s);
+      refused = refuse_reason_locked(source, sock.native_handle());
+      if (refused.empty()) {
+        s = std::make_shared<server_session>(std::move(sock), sopt_, std::move(peer), weak_from_this());
+        if (!opt_.authenticated_from_start) {
+          ++unauth_total_;
+          ++unauth_by_source_[source];
+          s->unauth_counted = true;
+        }
+        s->set_source(std::move(source));
+        conns_.emplace(s->id(), s);
+      }
     }
+  }
+  if (!refused.empty()) {
+    // Closed at once: the refusal costs one accept and one close, and is logged once
+    // per interval with a count.
+    error_code cec;
+    sock.close(cec);
+    ++refused_;
+    if (refused == "fd") {
+      if (fd_log_.hit()) {
+        spdlog::error("transport: descriptors exhausted: {} open, limit {}; refusing new connections on {} "
+                      "(reserved_fds {})",
+                      count_open_fds(), fd_limit_, describe(endpoint{ep_.host, port_.load(), ep_.unix_path}),
+                      opt_.reserved_fds);
+      }
+    } else if (const auto n = refuse_log_.hit()) {
+      spdlog::warn("transport: {} server on {} refused connection from {}: {} ({} refused in the last interval)",
+                   kind_, describe(endpoint{ep_.host, port_.load(), ep_.unix_path}), peer.address, refused, n);
+    }
+  } else if (s && is_tcp_) {
+    apply_tcp_options(s->native_handle(), opt_);
   }
   if (s) {
     spdlog::debug("transport: {} server accepted connection {} from {}", kind_, s->id(), s->peer().address);
@@ -396,6 +726,20 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
 void server_base::on_session_closed(const std::shared_ptr<server_session>& s) {
   std::lock_guard lk(mu_);
   conns_.erase(s->id());
+  uncount_unauth_locked(*s);
+}
+
+void server_base::on_session_authenticated(const std::shared_ptr<server_session>& s) {
+  std::lock_guard lk(mu_);
+  uncount_unauth_locked(*s);
+}
+
+void server_base::uncount_unauth_locked(server_session& s) {
+  if (!s.unauth_counted) return;
+  s.unauth_counted = false;
+  --unauth_total_;
+  auto it = unauth_by_source_.find(s.source());
+  if (it != unauth_by_source_.end() && --it->second == 0) unauth_by_source_.erase(it);
 }
 
 void server_base::stop() {
@@ -405,6 +749,7 @@ void server_base::stop() {
     error_code ec;
     acceptor_.close(ec);
     retry_timer_.cancel();
+    sweep_timer_.cancel();
     if (created_unix_) {
       struct stat st{};
       if (::lstat(ep_.unix_path.c_str(), &st) == 0 && st.st_dev == unix_dev_ && st.st_ino == unix_ino_) {
@@ -427,6 +772,11 @@ void server_base::stop() {
 std::size_t server_base::connection_count() const {
   std::lock_guard lk(mu_);
   return conns_.size();
+}
+
+std::size_t server_base::unauthenticated_count() const {
+  std::lock_guard lk(mu_);
+  return unauth_total_;
 }
 
 }  // namespace sylvite::transport::detail

@@ -14,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -49,8 +50,24 @@ struct endpoint {
   std::string unix_path;   // Unix socket path (server: created 0600, stale file replaced)
 };
 
+// A byte allowance shared by many connections (e.g. every unauthenticated connection of
+// a master, on all its ports). Thread-safe.
+class byte_budget {
+ public:
+  explicit byte_budget(std::size_t cap) : cap_(cap) {}
+  // Take n bytes; false (nothing taken) if that would pass the cap.
+  bool take(std::size_t n) noexcept;
+  void give(std::size_t n) noexcept;
+  std::size_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
+  std::size_t cap() const noexcept { return cap_; }
+
+ private:
+  const std::size_t cap_;
+  std::atomic<std::size_t> used_{0};
+};
+
 struct options {
-  std::size_t max_frame_size = 100u << 20;
+  std::size_t max_frame_size = 100u << 20;  // after authentication (max_message_size)
   std::size_t max_queue_bytes = 64u << 20;  // per connection write queue
   std::size_t max_queue_frames = 100000;
   bool tcp_keepalive = true;
@@ -59,7 +76,37 @@ struct options {
   int keepalive_cnt = -1;     // probes (TCP_KEEPCNT); <=0 -> OS default
   int user_timeout_ms = 0;    // TCP_USER_TIMEOUT; 0 -> OS default
   std::chrono::milliseconds connect_timeout{5000};
+
+  // ---- Server side: limits before a connection is authenticated (the handler calls
+  // responder::mark_authenticated(), or pub_server::identify()). Zero = off; the
+  // defaults keep a plain server unlimited, the master sets them from its config.
+  bool authenticated_from_start = false;   // e.g. the CLI Unix socket (mode 0600)
+  std::size_t pre_auth_max_frame_size = 0; // bytes per frame until authenticated (0: max_frame_size)
+  std::size_t pre_auth_max_nodes = 0;      // msgpack objects per frame until authenticated
+  std::size_t pre_auth_max_depth = 0;      // nesting until authenticated
+  // Frames above pre_auth_max_frame_size (up to max_frame_size) on an unauthenticated
+  // connection take the excess from this shared budget while they are received (a
+  // minion's large return as the first frame of a new connection); none left -> closed.
+  // Null: such frames are refused.
+  std::shared_ptr<byte_budget> pre_auth_budget;
+  std::size_t pre_auth_max_pending = 0;    // req: requests unanswered per unauthenticated connection
+                                           // before its reads pause (0: no pause)
+  // A frame that has started must complete within frame_timeout on an unauthenticated
+  // connection; on an authenticated one, bytes must keep arriving within it. 0 = off.
+  std::chrono::milliseconds frame_timeout{0};
+  // An unauthenticated connection that has sent nothing at all is closed after this. 0 = off.
+  std::chrono::milliseconds pre_auth_idle_timeout{0};
+  std::size_t max_connections = 0;                     // per listener, all connections; 0 = no cap
+  std::size_t pre_auth_max_connections = 0;            // unauthenticated, per listener
+  std::size_t pre_auth_max_connections_per_source = 0; // unauthenticated, per source address
+  // Refuse new connections while fewer than this many descriptors are left under
+  // RLIMIT_NOFILE (the daemon's own files keep working). 0 = off.
+  std::size_t reserved_fds = 0;
 };
+
+// Raise the RLIMIT_NOFILE soft limit to the hard limit. Returns the soft limit now in
+// force (unchanged if raising failed; logged).
+std::uint64_t raise_open_files_limit() noexcept;
 
 struct peer_info {
   std::string address;  // "1.2.3.4:5678" or "unix"
@@ -78,6 +125,10 @@ class responder {
   virtual bool push(wire::value body) = 0;   // false if the connection is gone/full
   virtual bool alive() const = 0;            // connection still open
   virtual const peer_info& peer() const = 0;
+  // The request proved the peer is who it claims (an accepted minion's AES request or
+  // _auth, a peer handshake): the connection's pre-authentication limits are lifted.
+  // Thread-safe; idempotent.
+  virtual void mark_authenticated() {}
 };
 using request_handler = std::function<void(wire::value body, std::shared_ptr<responder>)>;
 

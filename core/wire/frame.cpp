@@ -36,7 +36,14 @@ std::string pack_frame(const value& head, const value& body) {
   return out;
 }
 
-frame_parser::frame_parser(std::size_t max_frame_size) : max_(max_frame_size), scan_(frame_limits(max_frame_size)) {}
+frame_parser::frame_parser(std::size_t max_frame_size) : lim_(frame_limits(max_frame_size)), scan_(lim_) {}
+
+frame_parser::frame_parser(const limits& lim) : lim_(lim), scan_(lim) {}
+
+void frame_parser::set_limits(const limits& lim) noexcept {
+  lim_ = lim;
+  scan_.set_limits(lim);
+}
 
 void frame_parser::feed(std::string_view data) {
   if (poisoned_ || data.empty()) return;  // a poisoned connection is closed: drop input
@@ -62,7 +69,7 @@ result<std::optional<frame>> frame_parser::next() {
     poisoned_ = size.error();
     return poisoned_;
   }
-  auto v = unpack(avail.substr(0, *size), frame_limits(max_));
+  auto v = unpack(avail.substr(0, *size), lim_);
   pos_ += *size;
   scan_.reset();
   if (!v) {

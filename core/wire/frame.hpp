@@ -27,6 +27,16 @@ std::string pack_frame(const value& head, const value& body);
 class frame_parser {
  public:
   explicit frame_parser(std::size_t max_frame_size = 100u << 20);
+  // Full limits: max_bytes per frame, max_depth, max_nodes (see wire::limits).
+  explicit frame_parser(const limits& lim);
+  // Change the limits, also in the middle of a frame (a connection that authenticated
+  // gets the larger ones). A frame already over the new limits fails on the next next().
+  void set_limits(const limits& lim) noexcept;
+  const limits& get_limits() const noexcept { return lim_; }
+  // True while part of a frame is buffered (a frame started but not complete).
+  bool in_frame() const noexcept { return buffered() > 0 && !poisoned_; }
+  // Bytes the parser's buffer holds (its capacity), for memory accounting.
+  std::size_t capacity() const noexcept { return buf_.capacity(); }
   // Append received bytes.
   void feed(std::string_view data);
   // Next complete frame; empty optional if more bytes are needed. On error the parser
@@ -38,7 +48,7 @@ class frame_parser {
  private:
   std::string buf_;
   std::size_t pos_ = 0;
-  std::size_t max_;
+  limits lim_;
   error_code poisoned_;
   object_scanner scan_;  // progress through the frame at pos_ (no rescans per feed)
 };

@@ -5,8 +5,9 @@
 // Design notes (the why):
 // - Every decode first runs the skip-scan over the bytes. The scan validates the whole
 //   structure (reserved 0xc1, truncation, declared lengths vs limits, depth) without
-//   allocating, so the builder afterwards only meets complete, bounded input and never
-//   reserves memory on the word of a length prefix alone.
+//   allocating, so the builder afterwards only meets complete, bounded input; the
+//   builder never reserves from a declared length either (containers grow with the
+//   items decoded), and limits::max_nodes bounds how many values a frame may build.
 // - Encodings follow Python msgpack 1.x byte for byte (cross-checked by
 //   tests/vectors/wire_vectors.py): positive ints always use the uint family even when
 //   the value is a signed json number, negative ints the int family, floats are always
@@ -175,17 +176,28 @@ result<std::size_t> object_scanner::scan(std::string_view data) {
     else if (h.k == kind::map) min_end += 2 * h.len;
     else if (!is_container(h.k)) min_end += h.len;
     if (min_end > max) return errc::too_large;
+    // Node budget: this header plus, for a container, at least one node per item still
+    // to come (refused on the declared count, before any item arrived).
+    // owed_ counts the items open containers still expect, this one included; every open
+    // container but the outermost is itself one of those items and already in nodes_.
+    std::uint64_t min_nodes = nodes_ + (stack_.empty() ? 1 : owed_ - (stack_.size() - 1));
+    if (h.k == kind::array) min_nodes += h.len;
+    else if (h.k == kind::map) min_nodes += 2 * h.len;
+    if (min_nodes > lim_.max_nodes) return errc::too_large;
     if (is_container(h.k)) {
       if (stack_.size() + 1 > lim_.max_depth) return errc::too_deep;
       pos_ += h.hlen;
+      ++nodes_;
       const std::uint64_t items = h.k == kind::map ? 2 * h.len : h.len;
       if (items > 0) {
         stack_.push_back(items);
+        owed_ += items;
         continue;
       }
     } else {
       if (min_end > size) break;  // payload not here yet; re-read this header next time
       pos_ = static_cast<std::size_t>(min_end);
+      ++nodes_;
     }
     // One item complete: count it off its container(s).
     for (;;) {
@@ -193,6 +205,7 @@ result<std::size_t> object_scanner::scan(std::string_view data) {
         done_ = true;
         return pos_;
       }
+      --owed_;
       if (--stack_.back() > 0) break;
       stack_.pop_back();
     }
@@ -261,7 +274,8 @@ class decoder {
         if (h.len > n_ - pos_) return errc::incomplete;  // each item is >= 1 byte
         out = value::array();
         auto& arr = out.get_ref<value::array_t&>();
-        arr.reserve(static_cast<std::size_t>(h.len));
+        // No reserve(h.len): memory grows with the items actually decoded, never on the
+        // word of a length prefix (an empty array is 1 input byte, ~60 bytes decoded).
         for (std::uint64_t i = 0; i < h.len; ++i) {
           if (const auto ec = decode(arr.emplace_back(), depth + 1)) return ec;
         }
@@ -333,12 +347,11 @@ class decoder {
     auto& obj = out.get_ref<value::object_t&>();
     using container = value::object_t::Container;
     auto& vec = static_cast<container&>(obj);
-    // Reserved up front and never exceeded, so keys never move and the string_views
-    // in the index stay valid.
-    vec.reserve(static_cast<std::size_t>(pairs));
+    // Nothing is reserved from the declared pair count: the vector and the index grow
+    // with the pairs actually decoded. The index owns copies of its keys (the vector's
+    // strings move when it grows).
     constexpr std::uint64_t linear_max = 8;
-    std::unordered_map<std::string_view, std::size_t> index;
-    if (pairs > linear_max) index.reserve(static_cast<std::size_t>(pairs));
+    std::unordered_map<std::string, std::size_t> index;
     std::string key;
     for (std::uint64_t i = 0; i < pairs; ++i) {
       if (const auto ec = decode_key(key)) return ec;
@@ -359,8 +372,8 @@ class decoder {
       if (at < vec.size()) {
         vec[at].second = std::move(v);
       } else {
+        if (pairs > linear_max) index.emplace(key, at);
         vec.emplace_back(std::move(key), std::move(v));
-        if (pairs > linear_max) index.emplace(vec.back().first, at);
         key.clear();
       }
     }

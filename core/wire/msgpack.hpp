@@ -39,6 +39,11 @@ enum class packing { frame, salt_payload };
 struct limits {
   std::size_t max_bytes = 100u << 20;  // largest object accepted (Salt's unpacker: 100 MiB)
   std::size_t max_depth = 64;          // deepest nesting accepted
+  // Most msgpack objects (every header counts: scalars, strings, containers) in one
+  // top-level object. Bounds what decoding may allocate independently of the byte
+  // size: an empty array is 1 byte on the wire but ~60 bytes decoded. The scan refuses
+  // (errc::too_large) as soon as a declared container length alone would pass it.
+  std::size_t max_nodes = static_cast<std::size_t>(-1);
 };
 
 // Encode one value. Never fails (every value model value is encodable).
@@ -64,7 +69,9 @@ result<std::size_t> scan_object(std::string_view data, const limits& lim = {});
 // grown at the end (its first byte must stay data[0]); work done by earlier calls is
 // not repeated, so a big object arriving in small reads costs linear time overall.
 // Same results as scan_object (also errc::too_deep past lim.max_depth). Call reset()
-// before scanning the next object. Thread-safety: one per stream, not shared.
+// before scanning the next object. set_limits() may change the limits between calls
+// (a connection that authenticated mid-frame gets the larger ones at once); the work
+// already done stays valid. Thread-safety: one per stream, not shared.
 class object_scanner {
  public:
   explicit object_scanner(const limits& lim = {}) : lim_(lim) {}
@@ -72,13 +79,19 @@ class object_scanner {
   void reset() noexcept {
     pos_ = 0;
     done_ = false;
+    nodes_ = 0;
+    owed_ = 0;
     stack_.clear();
   }
+  void set_limits(const limits& lim) noexcept { lim_ = lim; }
+  const limits& get_limits() const noexcept { return lim_; }
 
  private:
   limits lim_;
   std::size_t pos_ = 0;                // offset of the next item not yet scanned
   bool done_ = false;                  // pos_ is the size of a complete object
+  std::uint64_t nodes_ = 0;            // headers scanned so far (lim_.max_nodes)
+  std::uint64_t owed_ = 0;             // sum of stack_: items still expected
   std::vector<std::uint64_t> stack_;   // items still expected in each open container
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/transport/detail/common.hpp"
+#include "core/util/rate_limit.hpp"
 
 namespace sylvite::transport::detail {
 
@@ -36,15 +37,32 @@ struct session_hooks {
   virtual void on_frame(const std::shared_ptr<server_session>& s, wire::frame&& f) = 0;
   // Exactly once for every started session, after the socket was closed.
   virtual void on_session_closed(const std::shared_ptr<server_session>& s) = 0;
+  // Once, when an unauthenticated session becomes authenticated (any thread).
+  virtual void on_session_authenticated(const std::shared_ptr<server_session>&) {}
 };
 
 class server_session : public std::enable_shared_from_this<server_session> {
  public:
-  server_session(server_socket sock, const options& opt, peer_info peer, std::weak_ptr<session_hooks> hooks);
+  server_session(server_socket sock, std::shared_ptr<const options> opt, peer_info peer,
+                 std::weak_ptr<session_hooks> hooks);
   server_session(const server_session&) = delete;
   server_session& operator=(const server_session&) = delete;
+  ~server_session();
 
   void start();
+  // Lift the pre-authentication limits (any thread, idempotent).
+  void mark_authenticated();
+  bool authenticated() const noexcept { return authenticated_.load(std::memory_order_acquire); }
+  // Requests handed to the handler and not answered yet (req server; any thread).
+  void request_started() noexcept { pending_.fetch_add(1, std::memory_order_acq_rel); }
+  void request_done();
+  // Timeout check by the server's sweeper (any thread): why the session should be
+  // closed now, or nullptr.
+  const char* expired(std::int64_t now_ns) const noexcept;
+  // Source address without the port ("1.2.3.4", "::1", "unix"); set by the server.
+  const std::string& source() const noexcept { return source_; }
+  void set_source(std::string s) { source_ = std::move(s); }
+  bool unauth_counted = false;  // guarded by the server's mu_
   // Queue a complete frame (any thread). false if the session is closed or the queue
   // overflowed (then the session is being disconnected, logged once).
   bool send(std::shared_ptr<const std::string> frame);
@@ -53,18 +71,26 @@ class server_session : public std::enable_shared_from_this<server_session> {
   bool alive() const noexcept { return !closed_.load(std::memory_order_acquire); }
   const peer_info& peer() const noexcept { return peer_; }
   std::uint64_t id() const noexcept { return peer_.conn_id; }
+  int native_handle() noexcept { return sock_.native_handle(); }
 
  private:
   void wait_readable();
   void on_readable(const error_code& ec);
+  bool drain_frames();       // false: closed or paused
+  bool charge_pre_auth();    // false: closed (budget exhausted)
+  void release_budget() noexcept;
+  void resume_reading();
+  wire::limits current_limits() const noexcept;
   void enqueue(std::shared_ptr<const std::string> frame);
   void write_pending();
   void on_written(const error_code& ec);
   void do_close();
 
   server_socket sock_;
+  const std::shared_ptr<const options> opt_;  // shared with the server
   wire::frame_parser parser_;
   peer_info peer_;
+  std::string source_;
   std::weak_ptr<session_hooks> hooks_;
   std::size_t max_queue_bytes_;
   std::size_t max_queue_frames_;
@@ -73,6 +99,15 @@ class server_session : public std::enable_shared_from_this<server_session> {
   std::atomic<std::size_t> queued_frames_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> overflow_logged_{false};
+  std::atomic<bool> authenticated_{false};
+  std::atomic<std::size_t> pending_{0};
+  // Timeout state, written on the strand, read by the sweeper (steady_clock ns).
+  const std::int64_t created_ns_;
+  std::atomic<std::int64_t> frame_since_ns_{0};  // 0: no partial frame
+  std::atomic<std::int64_t> last_rx_ns_{0};      // 0: nothing received yet
+  std::size_t budget_charged_ = 0;               // strand: bytes taken from pre_auth_budget
+  std::atomic<std::size_t> held_charge_{0};      // budget held by decoded frames until answered
+  bool paused_ = false;                          // strand: reads paused (pending requests)
   // Strand-only state.
   std::vector<std::shared_ptr<const std::string>> queue_;
   std::vector<std::shared_ptr<const std::string>> writing_;
@@ -89,12 +124,18 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
   void stop();
   std::uint16_t bound_port() const noexcept { return port_.load(); }
   std::size_t connection_count() const;
+  std::size_t unauthenticated_count() const;
+  std::uint64_t refused_count() const noexcept { return refused_.load(); }
 
  protected:
   void on_session_closed(const std::shared_ptr<server_session>& s) override;
+  void on_session_authenticated(const std::shared_ptr<server_session>& s) override;
+  // mu_ held: drop s from the unauthenticated counts if it is in them.
+  void uncount_unauth_locked(server_session& s);
 
   asio::io_context& io_;
   const options opt_;
+  const std::shared_ptr<const options> sopt_;  // the same, shared with the sessions
   const char* kind_;  // "req" / "pub", for log lines
   mutable std::mutex mu_;  // guards conns_ (and derived registries)
   std::unordered_map<std::uint64_t, std::weak_ptr<server_session>> conns_;
@@ -103,6 +144,20 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
   result<void> prepare_unix_path();
   void accept_next();  // acc_mu_ held
   void on_accept(const error_code& ec, server_socket sock);
+  // Accepts and closes what waits in the backlog when accept() failed with EMFILE
+  // (the spare-descriptor trick), so a full process does not spin on readiness.
+  void shed_backlog();
+  // Why a new connection from source is refused now (mu_ held), or nullptr.
+  std::string refuse_reason_locked(const std::string& source, int fd) const;  // empty: accept
+  void arm_sweep();
+  void sweep();
+
+  // Unauthenticated connections (guarded by mu_).
+  std::size_t unauth_total_ = 0;
+  std::unordered_map<std::string, std::size_t> unauth_by_source_;
+  std::uint64_t fd_limit_ = 0;  // RLIMIT_NOFILE soft limit seen at start()
+  int spare_fd_ = -1;           // acc_mu_: held open to be closed on EMFILE
+  asio::steady_timer sweep_timer_;
 
   endpoint ep_;
   std::mutex acc_mu_;  // guards acceptor_ and retry_timer_
@@ -116,6 +171,10 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
   std::atomic<std::uint16_t> port_{0};
   std::atomic<std::uint64_t> next_conn_id_{1};
   std::chrono::steady_clock::time_point last_accept_log_{};
+  util::log_limiter refuse_log_;
+  util::log_limiter fd_log_;
+  util::log_limiter sweep_log_;
+  std::atomic<std::uint64_t> refused_{0};
 };
 
 }  // namespace sylvite::transport::detail
