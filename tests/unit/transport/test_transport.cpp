@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -942,6 +943,253 @@ TEST(transport, idle_connection_memory) {
 #if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(per_conn, 8 * 1024);
 #endif
+}
+
+
+
+// ---------------------------------------------------------------------------------
+// Pre-authentication limits, caps, timeouts (docs/security.md 1 and 2)
+
+// Handler: {"auth": true} marks the connection authenticated; every request is echoed.
+tr::request_handler auth_echo_handler(counter* handled = nullptr) {
+  return [handled](value body, std::shared_ptr<tr::responder> r) {
+    if (handled) handled->add();
+    if (body.is_object() && body.contains("auth")) r->mark_authenticated();
+    r->reply(value{{"echo", std::move(body)}});
+  };
+}
+
+result<value> call(io_pool& pool, const std::shared_ptr<tr::req_client>& c, value body) {
+  auto f = asio::co_spawn(pool.io, c->request(std::move(body), 10s), asio::use_future);
+  return get(f);
+}
+
+TEST(transport_pre_auth, frame_limit_until_authenticated) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_max_frame_size = 4096;
+  counter handled;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler(&handled));
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  // 8 KiB before authentication: the connection is closed, the handler never sees it.
+  auto r1 = call(pool, c, value{{"blob", std::string(8192, 'x')}});
+  ASSERT_FALSE(r1);
+  EXPECT_EQ(handled.get(), 0);
+  // Authenticate (a new connection), then the same 8 KiB passes on it.
+  ASSERT_TRUE(call(pool, c, value{{"auth", true}}));
+  auto r2 = call(pool, c, value{{"blob", std::string(8192, 'x')}});
+  ASSERT_TRUE(r2) << r2.error().message();
+  EXPECT_EQ((*r2)["echo"]["blob"].get<std::string>().size(), 8192u);
+}
+
+TEST(transport_pre_auth, object_cap_until_authenticated) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_max_nodes = 64;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler());
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  value many = value::array();
+  for (int i = 0; i < 100; ++i) many.push_back(i);
+  EXPECT_FALSE(call(pool, c, value{{"many", many}}));  // 100 objects > 64
+  ASSERT_TRUE(call(pool, c, value{{"auth", true}}));
+  auto r = call(pool, c, value{{"many", many}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ((*r)["echo"]["many"].size(), 100u);
+}
+
+TEST(transport_pre_auth, shared_budget_admits_a_large_first_frame_and_is_returned) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_max_frame_size = 4096;
+  opt.pre_auth_budget = std::make_shared<tr::byte_budget>(256 * 1024);
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler());
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  // 100 KB as the first frame of an unauthenticated connection: within the budget.
+  auto r1 = call(pool, c, value{{"ret", wire::make_bin(std::string(100000, 'r'))}});
+  ASSERT_TRUE(r1) << r1.error().message();
+  EXPECT_TRUE(eventually([&] { return opt.pre_auth_budget->used() == 0; }));
+  // 1 MB: over the budget, closed.
+  auto r2 = call(pool, c, value{{"ret", wire::make_bin(std::string(1000000, 'r'))}});
+  EXPECT_FALSE(r2);
+  EXPECT_TRUE(eventually([&] { return opt.pre_auth_budget->used() == 0; }));
+}
+
+TEST(transport_pre_auth, per_source_cap_counts_only_unauthenticated) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_max_connections_per_source = 2;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler());
+  ASSERT_TRUE(srv.start());
+  // An authenticated client from the same address does not count.
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  ASSERT_TRUE(call(pool, c, value{{"auth", true}}));
+  raw_conn a(srv.bound_port()), b(srv.bound_port());
+  ASSERT_GE(a.fd, 0);
+  ASSERT_GE(b.fd, 0);
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 3; }));
+  raw_conn refused(srv.bound_port());
+  ASSERT_GE(refused.fd, 0);
+  EXPECT_TRUE(refused.wait_closed());  // closed at once by the server
+  EXPECT_EQ(srv.connection_count(), 3u);
+  // The authenticated connection keeps working.
+  ASSERT_TRUE(call(pool, c, value{{"x", 1}}));
+  // One unauthenticated connection goes: room for one more.
+  ::close(a.fd);
+  a.fd = -1;
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 2; }));
+  auto c2 = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  EXPECT_TRUE(call(pool, c2, value{{"y", 2}}));
+}
+
+TEST(transport_pre_auth, total_cap) {
+  io_pool pool;
+  tr::options opt;
+  opt.max_connections = 2;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler());
+  ASSERT_TRUE(srv.start());
+  raw_conn a(srv.bound_port()), b(srv.bound_port());
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 2; }));
+  raw_conn refused(srv.bound_port());
+  EXPECT_TRUE(refused.wait_closed());
+  EXPECT_EQ(srv.connection_count(), 2u);
+}
+
+TEST(transport_pre_auth, stalled_partial_frame_closed_silent_kept_without_idle_timeout) {
+  io_pool pool;
+  tr::options opt;
+  opt.frame_timeout = 300ms;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler());
+  ASSERT_TRUE(srv.start());
+  raw_conn silent(srv.bound_port());
+  raw_conn stalled(srv.bound_port());
+  const std::string f = wire::pack_frame(value::object({{"mid", "1"}}), value{{"a", std::string(1000, 'a')}});
+  ASSERT_TRUE(stalled.write_all(f.substr(0, 500)));
+  EXPECT_TRUE(stalled.wait_closed());
+  // The silent one has no partial frame and no idle timeout applies: still open.
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
+}
+
+TEST(transport_pre_auth, authenticated_slow_frame_survives_while_bytes_arrive) {
+  io_pool pool;
+  tr::options opt;
+  opt.frame_timeout = 400ms;
+  counter handled;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler(&handled));
+  ASSERT_TRUE(srv.start());
+  raw_conn conn(srv.bound_port());
+  ASSERT_TRUE(conn.write_all(wire::pack_frame(value::object({{"mid", "1"}}), value{{"auth", true}})));
+  ASSERT_TRUE(handled.wait_for(1));
+  // A frame trickled over ~1.2 s (3 x the frame timeout) in 12 pieces: bytes keep
+  // arriving, so the authenticated connection is not closed.
+  const std::string f = wire::pack_frame(value::object({{"mid", "2"}}), value{{"a", std::string(1200, 'a')}});
+  for (std::size_t off = 0; off < f.size(); off += 100) {
+    ASSERT_TRUE(conn.write_all(f.substr(off, 100)));
+    std::this_thread::sleep_for(100ms);  // pacing the sender, not a timing assertion
+  }
+  EXPECT_TRUE(handled.wait_for(2));
+}
+
+TEST(transport_pre_auth, silent_unauthenticated_closed_by_idle_timeout) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_idle_timeout = 300ms;
+  tr::req_server srv(pool.io, local_tcp(), opt, auth_echo_handler());
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  ASSERT_TRUE(call(pool, c, value{{"auth", true}}));  // authenticated: never idle-closed
+  raw_conn silent(srv.bound_port());
+  EXPECT_TRUE(silent.wait_closed());
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
+  EXPECT_TRUE(call(pool, c, value{{"x", 1}}));
+}
+
+TEST(transport_pre_auth, pending_requests_pause_reading) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_max_pending = 2;
+  std::mutex mu;
+  std::vector<std::shared_ptr<tr::responder>> held;
+  counter handled;
+  tr::req_server srv(pool.io, local_tcp(), opt, [&](value, std::shared_ptr<tr::responder> r) {
+    {
+      std::lock_guard lk(mu);
+      held.push_back(std::move(r));
+    }
+    handled.add();
+  });
+  ASSERT_TRUE(srv.start());
+  raw_conn conn(srv.bound_port());
+  std::string five;
+  for (int i = 0; i < 5; ++i) five += wire::pack_frame(value::object({{"mid", std::to_string(i)}}), value{{"i", i}});
+  ASSERT_TRUE(conn.write_all(five));
+  ASSERT_TRUE(handled.wait_for(2));
+  std::this_thread::sleep_for(200ms);  // give a wrong implementation the chance to over-read
+  EXPECT_EQ(handled.get(), 2);
+  {
+    std::lock_guard lk(mu);
+    held.front()->reply(value{{"ok", 1}});
+  }
+  ASSERT_TRUE(handled.wait_for(3));
+  {
+    std::lock_guard lk(mu);
+    for (auto& r : held) r->reply(value{{"ok", 1}});
+  }
+  EXPECT_TRUE(handled.wait_for(5));
+}
+
+TEST(transport_pre_auth, descriptor_reserve_refuses_and_keeps_serving) {
+  struct rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  io_pool pool;
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(0));  // warm-up objects
+  // Find the next descriptor number: the server refuses once accepted fds reach
+  // limit - reserved.
+  const int probe = ::dup(0);
+  ASSERT_GE(probe, 0);
+  ::close(probe);
+  struct rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(probe + 60);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  {
+    tr::options opt;
+    opt.reserved_fds = 30;
+    tr::req_server srv(pool.io, local_tcp(), opt, echo_handler());
+    ASSERT_TRUE(srv.start());
+    std::vector<std::unique_ptr<raw_conn>> conns;
+    int closed = 0;
+    for (int i = 0; i < 20; ++i) {
+      auto rc = std::make_unique<raw_conn>(srv.bound_port());
+      if (rc->fd < 0) break;
+      conns.push_back(std::move(rc));
+    }
+    // Each connection costs two descriptors here (client and server side): some were
+    // refused, and at most (60 - 30) descriptors' worth accepted.
+    for (auto& rc : conns) {
+      const std::string f = wire::pack_frame(value::object({{"mid", "1"}}), value{{"a", 1}});
+      if (!rc->write_all(f)) {
+        ++closed;
+        continue;
+      }
+      char buf[256];
+      auto n = ::recv(rc->fd, buf, sizeof buf, 0);
+      if (n <= 0) ++closed;
+    }
+    EXPECT_GT(closed, 0);
+    EXPECT_LT(srv.connection_count(), conns.size());
+    // Free the descriptors: the server accepts again.
+    conns.clear();
+    EXPECT_TRUE(eventually([&] { return srv.connection_count() == 0; }));
+    raw_conn again(srv.bound_port());
+    ASSERT_GE(again.fd, 0);
+    ASSERT_TRUE(again.write_all(wire::pack_frame(value::object({{"mid", "1"}}), value{{"a", 1}})));
+    char buf[256];
+    EXPECT_GT(::recv(again.fd, buf, sizeof buf, 0), 0);
+    srv.stop();
+  }
+  ::setrlimit(RLIMIT_NOFILE, &old);
 }
 
 }  // namespace
