@@ -2,6 +2,8 @@
 #include "cluster/join.hpp"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <cctype>
@@ -35,6 +37,22 @@ std::string endorsement_bytes(const std::string& p, const std::string& p_pub, co
                               const std::string& token) {
   value v = value::array({value("sylvite-join-endorsement"), value(p), value(trim(p_pub)), value(j), value(token)});
   return wire::pack(v, wire::packing::frame);
+}
+
+// The join proof: HMAC-SHA256 keyed with the secret over what binds it to this join (the
+// joiner, its key, the answering member's key, the token). The secret never travels.
+std::string join_proof(const std::string& secret, const std::string& j, const std::string& j_pub,
+                       const std::string& p_pub, const std::string& token) {
+  value v = value::array({value("sylvite-join-proof"), value(j), value(trim(j_pub)), value(trim(p_pub)), value(token)});
+  const std::string msg = wire::pack(v, wire::packing::frame);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  static const unsigned char empty_key = 0;
+  const void* key = secret.empty() ? static_cast<const void*>(&empty_key) : static_cast<const void*>(secret.data());
+  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+            msg.size(), out, &len))
+    return {};
+  return std::string(reinterpret_cast<const char*>(out), len);
 }
 
 // Hybrid seal to a public key: a fresh Crypticle key OAEP-encrypted, the text under it.
@@ -131,16 +149,55 @@ void pending_joins::expire(std::int64_t now) {
   }
 }
 
-std::string pending_joins::add(const discover_info& d, std::int64_t now) {
+bool pending_joins::full_for(const discover_info& d, const std::string& source, std::int64_t now, std::string& why) {
   expire(now);
-  if (!by_id_.count(d.from) && by_id_.size() >= k_max_pending_joins) {
-    auto oldest = std::min_element(by_id_.begin(), by_id_.end(),
-                                   [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
-    by_id_.erase(oldest);
+  auto it = by_id_.find(d.from);
+  if (it != by_id_.end()) {
+    if (it->second.pub_pem != d.pub_pem) return why = "a join of '" + d.from + "' is pending already (another key)", true;
+    return false;  // the same joiner again: replaces its own token
   }
-  entry e{crypto::uuid4_hex(), d.pub_pem, d.addr, now + k_join_token_ttl_s};
+  if (by_id_.size() >= k_max_pending_joins) return why = "too many pending joins; retry in a minute", true;
+  std::size_t mine = 0;
+  for (const auto& [id, e] : by_id_) mine += e.source == source ? 1 : 0;
+  if (mine >= k_max_pending_per_source) return why = "too many pending joins from this address", true;
+  return false;
+}
+
+std::optional<std::string> pending_joins::add(const discover_info& d, const std::string& source, std::int64_t now,
+                                              std::string& why) {
+  if (full_for(d, source, now, why)) return std::nullopt;
+  entry e{crypto::uuid4_hex(), d.pub_pem, d.addr, now + k_join_token_ttl_s, source};
   by_id_.insert_or_assign(d.from, e);
   return e.token;
+}
+
+std::string pending_joins::add(const discover_info& d, std::int64_t now) {
+  std::string why;
+  return add(d, "", now, why).value_or("");
+}
+
+// ---- rate limiter -----------------------------------------------------------------------------
+bool rate_limiter::allow(const std::string& key, std::int64_t now_ms) {
+  auto refill = [&](bucket& b) {
+    if (now_ms > b.at_ms) b.tokens = std::min(burst_, b.tokens + static_cast<double>(now_ms - b.at_ms) * per_s_ / 1000.0);
+    b.at_ms = std::max(b.at_ms, now_ms);
+  };
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) {
+    if (buckets_.size() >= max_keys_) {
+      for (auto b = buckets_.begin(); b != buckets_.end();) {
+        refill(b->second);
+        if (b->second.tokens >= burst_) b = buckets_.erase(b);
+        else ++b;
+      }
+      if (buckets_.size() >= max_keys_) return false;
+    }
+    it = buckets_.emplace(key, bucket{burst_, now_ms}).first;
+  }
+  refill(it->second);
+  if (it->second.tokens < 1.0) return false;
+  it->second.tokens -= 1.0;
+  return true;
 }
 
 const pending_joins::entry* pending_joins::peek(const std::string& id, const std::string& token, std::int64_t now,
@@ -248,12 +305,7 @@ value make_join(const std::string& my_id, const crypto::rsa_key& my_priv, const 
   m["from"] = my_id;
   m["to"] = r.from;
   m["token"] = r.token;
-  auto ppub = crypto::rsa_key::from_public_pem(r.peer_pub_pem);
-  std::optional<std::string> enc;
-  if (ppub) {
-    if (auto x = crypto::oaep_encrypt(*ppub, secret, crypto::enc_algo::oaep_sha1)) enc = *x;
-  }
-  m["secret"] = wire::make_bin(enc.value_or(std::string()));
+  m["proof"] = wire::make_bin(join_proof(secret, my_id, my_priv.public_pem(), r.peer_pub_pem, r.token));
   sign_message(m, my_priv);
   return m;
 }
@@ -282,16 +334,24 @@ std::optional<join_request> verify_join(const value& body, const crypto::rsa_key
   if (!e) return std::nullopt;
   j.pub_pem = e->pub_pem;
   j.addr = e->addr;
-  const value* sv = wire::find(body, "secret");
-  auto enc = sv ? wire::as_bytes(*sv) : std::nullopt;
-  std::optional<std::string> theirs;
-  if (enc && !enc->empty()) {
-    auto s = crypto::oaep_decrypt(my_priv, *enc, crypto::enc_algo::oaep_sha1);
-    if (!s) return why = "secret does not decrypt", std::nullopt;
-    theirs = std::move(*s);
+  const value* pv = wire::find(body, "proof");
+  auto proof = pv ? wire::as_bytes(*pv) : std::nullopt;
+  if (!proof || proof->size() != 32) return why = "no join proof (a joiner older than this master?)", std::nullopt;
+  const std::string p_pub = my_priv.public_pem();
+  auto proves = [&](const std::string& secret) {
+    const std::string want = join_proof(secret, j.from, j.pub_pem, p_pub, j.token);
+    return want.size() == proof->size() && CRYPTO_memcmp(want.data(), proof->data(), want.size()) == 0;
+  };
+  const bool mine_empty = !my_secret || my_secret->empty();
+  if (mine_empty) {
+    if (!allow_empty) return why = "empty or unset cluster_secret (set cluster_allow_empty_secret to allow)", std::nullopt;
+    if (!proves("")) return why = "wrong cluster_secret", std::nullopt;
+    return j;
   }
-  if (!secret_matches(my_secret, theirs, allow_empty, why)) return std::nullopt;
-  return j;
+  if (proves(*my_secret)) return j;
+  if (!allow_empty && proves(""))
+    return why = "empty or unset cluster_secret (set cluster_allow_empty_secret to allow)", std::nullopt;
+  return why = "wrong cluster_secret", std::nullopt;
 }
 
 // ---- join-reply -------------------------------------------------------------------------------

@@ -15,10 +15,14 @@
 //           J pins cluster_pub (cluster_pub_fingerprint, or the cluster.pub of a readable
 //           shared cluster_pki_dir; neither = refusal), then checks the endorsement with
 //           cluster_pub (P holds the cluster key: it is a member) and sig with peer_pub.
-//   J -> P  {cmd: "cluster/join", v: 1, from: J, token (echo), secret: OAEP(peer_pub,
-//            cluster_secret), sig by J's key (the one pending since discover)}
-//           P consumes the token (replay and expiry refused), checks sig, decrypts the
-//           secret and compares it constant-time with its own.
+//   J -> P  {cmd: "cluster/join", v: 1, from: J, token (echo), proof: HMAC-SHA256(key
+//            cluster_secret, msgpack ["sylvite-join-proof", J, J's pub, P's pub, token]),
+//            sig by J's key (the one pending since discover)}
+//           P consumes the token (replay and expiry refused), checks sig, computes the
+//           proof with its own secret and compares constant-time. The secret itself never
+//           travels: a removed master that still holds cluster.pem and answers a discover
+//           learns only a proof bound to its own key and token (an offline guess of a
+//           weak secret remains possible; docs/security.md section 6). No private-key work.
 //   P -> J  {cmd: "cluster/join-reply", v: 1, from: P, to: J, token, cluster_key: sealed
 //            cluster.pem, aes: sealed .aes key, peers: {id: pub PEM} of every member
 //            (J included), addrs: {id: "host:port"} bus addresses P knows, sig by P}
@@ -41,6 +45,31 @@ namespace sylvite::cluster {
 constexpr std::int64_t k_join_token_ttl_s = 30;
 constexpr std::int64_t k_discover_window_s = 120;
 constexpr std::size_t k_max_pending_joins = 64;
+// Pending joins one source address may hold (docs/security.md section 5).
+constexpr std::size_t k_max_pending_per_source = 4;
+
+// ---- per-source rate limit (P's side, before any RSA or file work) ---------------------------
+// A token bucket per key (the sender's address): `burst` requests at once, then `per_s`
+// a second. At most `max_keys` buckets: when full, buckets that are full again (idle
+// senders) are forgotten first; if none is, the new key is refused (a flood from many
+// addresses cannot grow the table). Not synchronised (the caller locks).
+class rate_limiter {
+ public:
+  rate_limiter(double per_s, double burst, std::size_t max_keys = 4096)
+      : per_s_(per_s), burst_(burst), max_keys_(max_keys) {}
+  bool allow(const std::string& key, std::int64_t now_ms);
+  std::size_t size() const { return buckets_.size(); }
+
+ private:
+  struct bucket {
+    double tokens;
+    std::int64_t at_ms;
+  };
+  double per_s_;
+  double burst_;
+  std::size_t max_keys_;
+  std::map<std::string, bucket> buckets_;
+};
 
 // ---- discover -------------------------------------------------------------------------------
 wire::value make_discover(const std::string& cluster_id, const std::string& my_id, const std::string& my_pub_pem,
@@ -65,8 +94,18 @@ class pending_joins {
     std::string pub_pem;
     std::string addr;
     std::int64_t expires = 0;
+    std::string source;  // the address the discover came from
   };
-  // A fresh token for `d.from`, replacing any pending one of the same joiner.
+  // A fresh token for `d.from` asked from address `source`. Nothing is ever evicted to
+  // make room (an unauthenticated sender must not push out a real joiner's token):
+  // refused (nullopt, why set) when k_max_pending_joins are pending, when `source` holds
+  // k_max_pending_per_source already, or when `d.from` is pending under ANOTHER key. A
+  // discover of the same id and key replaces its pending token (the joiner retrying).
+  std::optional<std::string> add(const discover_info& d, const std::string& source, std::int64_t now,
+                                 std::string& why);
+  // Whether add() would refuse for capacity alone (checked before any private-key work).
+  bool full_for(const discover_info& d, const std::string& source, std::int64_t now, std::string& why);
+  // add() from an unnamed source; "" when refused (tests, tools).
   std::string add(const discover_info& d, std::int64_t now);
   // Consume the pending join of `id` if `token` matches and has not expired. A consumed,
   // expired or unknown token is refused (why set). A wrong token does not consume.
@@ -120,7 +159,8 @@ struct join_request {
   std::string token;
 };
 // P's side: consumes the pending token, checks J's signature with the pub from discover,
-// decrypts the secret and compares it (secret_matches) with `my_secret`.
+// and checks the proof against `my_secret` (empty or unset refused unless allow_empty).
+// my_priv is P's own key (its public half is bound into the proof).
 std::optional<join_request> verify_join(const wire::value& body, const crypto::rsa_key& my_priv,
                                         const std::optional<std::string>& my_secret, bool allow_empty,
                                         pending_joins& pending, std::int64_t now, std::string& why);

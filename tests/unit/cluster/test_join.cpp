@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cluster/join.hpp"
+#include "cluster/peer_protocol.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
@@ -314,4 +315,100 @@ TEST_F(join_fixture, InstallRollsBack) {
   mism.cluster_pub_pem = evil().public_pem();
   EXPECT_FALSE(cluster::install_identity(t2.p / "cpki", mism, why));
   EXPECT_FALSE(fs::exists(t2.p / "cpki"));
+}
+
+// Issue 14 item 5: tokens handed to unauthenticated senders never push out a real
+// joiner's token; the table refuses instead (per source and in total).
+TEST_F(join_fixture, PendingTableRefusesInsteadOfEvicting) {
+  std::string why;
+  cluster::discover_info real{"real", joiner().public_pem(), "10.0.0.1:4520", nonce};
+  auto real_tok = pending.add(real, "10.0.0.1", now, why);
+  ASSERT_TRUE(real_tok) << why;
+  // one source: k_max_pending_per_source tokens, then refusals
+  std::size_t got = 0;
+  for (int i = 0; i < 20; ++i) {
+    cluster::discover_info d{"f" + std::to_string(i), "pem", "a:1", nonce};
+    if (pending.add(d, "10.9.9.9", now, why)) ++got;
+  }
+  EXPECT_EQ(got, cluster::k_max_pending_per_source);
+  EXPECT_EQ(why, "too many pending joins from this address");
+  // many sources: the table fills to k_max_pending_joins and refuses the rest
+  for (int s = 0; s < 100; ++s)
+    for (int i = 0; i < 10; ++i) {
+      cluster::discover_info d{"s" + std::to_string(s) + "x" + std::to_string(i), "pem", "a:1", nonce};
+      (void)pending.add(d, "10.1.0." + std::to_string(s), now, why);
+    }
+  EXPECT_EQ(pending.size(), cluster::k_max_pending_joins);
+  EXPECT_EQ(why, "too many pending joins; retry in a minute");
+  cluster::discover_info late{"late", "pem", "a:1", nonce};
+  EXPECT_TRUE(pending.full_for(late, "10.2.0.1", now, why));
+  EXPECT_FALSE(pending.add(late, "10.2.0.1", now, why));
+  // the real joiner's id under another key does not replace its token
+  cluster::discover_info spoof{"real", evil().public_pem(), "10.9.9.8:1", nonce};
+  EXPECT_FALSE(pending.add(spoof, "10.9.9.8", now, why));
+  EXPECT_EQ(why, "a join of 'real' is pending already (another key)");
+  // the real joiner's token survived the flood
+  EXPECT_NE(pending.peek("real", *real_tok, now + 1, why), nullptr) << why;
+  // the same joiner (same key) retrying gets a fresh token even when the table is full
+  auto again = pending.add(real, "10.0.0.1", now + 1, why);
+  ASSERT_TRUE(again) << why;
+  EXPECT_NE(*again, *real_tok);
+  EXPECT_TRUE(pending.take("real", *again, now + 2, why)) << why;
+  // tokens expire as before: then there is room again
+  EXPECT_TRUE(pending.add(late, "10.2.0.1", now + cluster::k_join_token_ttl_s + 1, why)) << why;
+  EXPECT_EQ(pending.size(), 1u);
+}
+
+TEST(rate_limiter, BurstThenRefillPerKey) {
+  cluster::rate_limiter rl(2.0, 3.0, 8);  // 3 at once, then 2 a second
+  std::int64_t t = 1000;
+  EXPECT_TRUE(rl.allow("a", t));
+  EXPECT_TRUE(rl.allow("a", t));
+  EXPECT_TRUE(rl.allow("a", t));
+  EXPECT_FALSE(rl.allow("a", t));
+  EXPECT_FALSE(rl.allow("a", t + 100));  // 0.2 of a token
+  EXPECT_TRUE(rl.allow("b", t));         // another key has its own bucket
+  EXPECT_TRUE(rl.allow("a", t + 500));   // one token after 0.5 s
+  EXPECT_FALSE(rl.allow("a", t + 500));
+  EXPECT_TRUE(rl.allow("a", t + 100000));  // refilled, capped at the burst
+  EXPECT_TRUE(rl.allow("a", t + 100000));
+  EXPECT_TRUE(rl.allow("a", t + 100000));
+  EXPECT_FALSE(rl.allow("a", t + 100000));
+  // a clock going backwards neither refills nor underflows
+  EXPECT_FALSE(rl.allow("a", t));
+}
+
+TEST(rate_limiter, KeyTableIsBounded) {
+  cluster::rate_limiter rl(1.0, 1.0, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(rl.allow("k" + std::to_string(i), 0));
+  EXPECT_FALSE(rl.allow("new", 0));  // every bucket is in use: a fifth sender is refused
+  EXPECT_EQ(rl.size(), 4u);
+  EXPECT_TRUE(rl.allow("new", 5000));  // idle buckets (full again) are forgotten for it
+  EXPECT_LE(rl.size(), 4u);
+}
+
+// Issue 14 item 6: the join carries a proof, never the secret; the proof is bound to the
+// answering member's key, so it is useless with any other member.
+TEST_F(join_fixture, JoinCarriesAProofNotTheSecret) {
+  auto r = reply_info();
+  const std::string long_secret = "a-long-and-unmistakable-cluster-secret";
+  value j = cluster::make_join("m4", joiner(), r, long_secret);
+  EXPECT_EQ(wire::find(j, "secret"), nullptr);
+  const std::string bytes = wire::pack(j, wire::packing::frame);
+  EXPECT_EQ(bytes.find(long_secret), std::string::npos);
+  std::string why;
+  // checked by another member key than the one it was made for: refused
+  EXPECT_FALSE(cluster::verify_join(j, evil(), std::string(long_secret), false, pending, now, why));
+  EXPECT_EQ(why, "wrong cluster_secret");
+  // a join without a proof (an older joiner) is refused with the reason
+  auto r2 = reply_info();
+  value j2 = cluster::make_join("m4", joiner(), r2, long_secret);
+  j2.erase("proof");
+  cluster::sign_message(j2, joiner());
+  EXPECT_FALSE(cluster::verify_join(j2, peer(), std::string(long_secret), false, pending, now, why));
+  EXPECT_TRUE(why.starts_with("no join proof")) << why;
+  auto r3 = reply_info();
+  EXPECT_TRUE(cluster::verify_join(cluster::make_join("m4", joiner(), r3, long_secret), peer(),
+                                   std::string(long_secret), false, pending, now, why))
+      << why;
 }
