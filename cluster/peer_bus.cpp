@@ -625,7 +625,15 @@ result<void> peer_bus::start() {
       [w = std::weak_ptr<impl>(self)](value body, std::shared_ptr<transport::responder> r) {
         auto s = w.lock();
         if (!s || s->stopping_) return;
-        asio::post(s->work_, [s, body = std::move(body), r] { r->reply(s->on_request(body, r->peer().address)); });
+        asio::post(s->work_, [s, body = std::move(body), r] {
+          value reply = s->on_request(body, r->peer().address);
+          // A verified hello (or a message on a known link) lifts the transport's
+          // pre-authentication limits for this connection.
+          const auto c = wire::get_text(body, "cmd").value_or("");
+          if ((c == "cluster/hello" || c == "cluster/msg") && !(reply.is_object() && wire::find(reply, "error")))
+            r->mark_authenticated();
+          r->reply(std::move(reply));
+        });
       });
   if (auto r = self->server_->start(); !r) return r;
   self->bound_ = self->server_->bound_port();

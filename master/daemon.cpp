@@ -17,6 +17,7 @@
 #include "cluster/peer_bus.hpp"
 #include "core/transport/transport.hpp"
 #include "core/util/log.hpp"
+#include "core/util/rate_limit.hpp"
 #include "master/health_server.hpp"
 #include "master/ipc_protocol.hpp"
 #include "master/master.hpp"
@@ -119,8 +120,13 @@ int run_master(const config::master_config& cfg) {
   std::shared_ptr<master_core> core(std::move(*core_r));
 
   const unsigned hw = std::max(2u, std::thread::hardware_concurrency());
-  worker_pool pool(hw, 100000);
+  // Bounded: a request that finds request_queue_size waiting is shed (the minion retries),
+  // logged once per interval with a count.
+  worker_pool pool(hw, static_cast<std::size_t>(cfg.request_queue_size));
   asio::io_context io(std::max(1, cfg.worker_threads));
+
+  const std::uint64_t nofile = transport::raise_open_files_limit();
+  spdlog::info("open files limit: {} ({} kept for the master's own files: reserved_fds)", nofile, cfg.reserved_fds);
 
   transport::options topt;
   topt.max_frame_size = static_cast<std::size_t>(cfg.max_message_size);
@@ -128,17 +134,44 @@ int run_master(const config::master_config& cfg) {
   topt.keepalive_idle = cfg.tcp_keepalive_idle;
   topt.keepalive_intvl = cfg.tcp_keepalive_intvl;
   topt.keepalive_cnt = cfg.tcp_keepalive_cnt;
+  // Pre-authentication limits (docs/security.md 1 and 2): until a connection shows an
+  // accepted minion's key (or completes a peer handshake).
+  topt.pre_auth_max_frame_size =
+      static_cast<std::size_t>(std::min(cfg.pre_auth_max_message_size, cfg.max_message_size));
+  topt.pre_auth_max_nodes = static_cast<std::size_t>(cfg.pre_auth_max_objects);
+  topt.pre_auth_max_depth = 16;  // a sign-in or an AES envelope nests 3 deep
+  if (cfg.pre_auth_large_frame_budget > 0)  // master-wide: shared by every port
+    topt.pre_auth_budget =
+        std::make_shared<transport::byte_budget>(static_cast<std::size_t>(cfg.pre_auth_large_frame_budget));
+  topt.pre_auth_max_pending = static_cast<std::size_t>(cfg.pre_auth_max_pending);
+  topt.frame_timeout = std::chrono::seconds(cfg.frame_timeout);
+  topt.max_connections = static_cast<std::size_t>(cfg.max_connections);
+  topt.pre_auth_max_connections = static_cast<std::size_t>(cfg.pre_auth_max_connections);
+  topt.pre_auth_max_connections_per_source = static_cast<std::size_t>(cfg.pre_auth_max_connections_per_source);
+  topt.reserved_fds = static_cast<std::size_t>(cfg.reserved_fds);
+  // Request port (and the peer bus): a Salt minion sends at once on a new connection, so
+  // one that stays silent is closed. Not on the publish port: a minion may sign in on
+  // ret_port first and send its id there only afterwards (salt/channel/client.py send_id).
+  transport::options ropt = topt;
+  ropt.pre_auth_idle_timeout = std::chrono::seconds(cfg.pre_auth_idle_timeout);
+  auto shed_log = std::make_shared<util::log_limiter>();
 
   const std::string host = bind_host(cfg);
   transport::req_server req(
-      io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.ret_port), {}}, topt,
-      [core, &pool](value body, std::shared_ptr<transport::responder> r) {
+      io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.ret_port), {}}, ropt,
+      [core, &pool, shed_log, qmax = cfg.request_queue_size](value body, std::shared_ptr<transport::responder> r) {
         auto task = [core, body = std::move(body), r]() mutable {
-          r->reply(core->handle_request(body, r->peer().address));
+          bool authenticated = false;
+          value reply = core->handle_request(body, r->peer().address, &authenticated);
+          if (authenticated) r->mark_authenticated();
+          r->reply(std::move(reply));
         };
         if (!pool.submit(std::move(task))) {
           core->counters().dropped++;
-          spdlog::warn("worker queue full: request from {} dropped", r->peer().address);
+          if (const auto n = shed_log->hit())
+            spdlog::warn("request queue full ({} waiting, request_queue_size): shed {} request(s) in the last "
+                         "interval, e.g. from {}; minions retry",
+                         qmax, n, r->peer().address);
         }
       });
   std::atomic<transport::pub_server*> pub_ref{nullptr};  // for hellos checked on a worker thread
@@ -161,6 +194,7 @@ int run_master(const config::master_config& cfg) {
 
   transport::options copt = topt;
   copt.tcp_keepalive = false;
+  copt.authenticated_from_start = true;  // mode 0600 Unix socket: local root only
   transport::req_server cli(io, transport::endpoint{{}, 0, cli_socket_path(cfg.sock_dir).string()}, copt,
                             [core](value body, std::shared_ptr<transport::responder> r) {
                               core->handle_cli(body, std::make_shared<cli_adapter>(std::move(r)));
@@ -184,7 +218,7 @@ int run_master(const config::master_config& cfg) {
     bs.pki_dir = *cfg.cluster_pki_dir;
     bs.local_copy = core->local_copy();
     bs.priv = core->own_keys().priv();
-    bs.topt = topt;
+    bs.topt = ropt;  // pre-auth limits until the peer handshake (peer_bus marks it)
     bs.secret = cfg.cluster_secret;
     bs.allow_empty_secret = cfg.cluster_allow_empty_secret;
     bs.on_joined = [core, &pool](const std::string& id, const std::string& addr) {

@@ -140,7 +140,10 @@ class master_core {
 
   // ---- request port (blocking work: call from the worker pool)
   // Frame body in, reply body out. Never throws.
-  wire::value handle_request(const wire::value& body, const std::string& peer);
+  // *authenticated (if given) is set when the request proved an accepted minion: an AES
+  // request that decrypted (v3: and its token verified) or an accepted _auth; the
+  // transport then lifts the connection's pre-authentication limits.
+  wire::value handle_request(const wire::value& body, const std::string& peer, bool* authenticated = nullptr);
 
   // ---- publish port (io thread)
   // A minion's publish hello: its id when the token verifies, nullopt otherwise. This

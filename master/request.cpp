@@ -74,7 +74,7 @@ value master_core::refuse(const std::string& peer, const std::string& reason, va
   return reply;
 }
 
-value master_core::handle_request(const value& body, const std::string& peer) {
+value master_core::handle_request(const value& body, const std::string& peer, bool* authenticated) {
   counters_.requests++;
   try {
     if (!body.is_object() || !wire::find(body, "enc") || !wire::find(body, "load")) {
@@ -178,6 +178,8 @@ value master_core::handle_request(const value& body, const std::string& peer) {
       }
       const std::string cmd(*cmd_v);
       spdlog::trace("AES payload received with command {} from {}", cmd, id);
+      // Decrypted with a key only accepted minions hold (v3: and the token verified).
+      if (authenticated && !load.empty()) *authenticated = true;
       value ret = dispatch_aes(cmd, load, version, body, nonce, peer);
       if (cmd == "_pillar" && wire::find(load, "id")) {
         return encrypt_private(ret, id, nonce, version > 1, body);
@@ -193,7 +195,11 @@ value master_core::handle_request(const value& body, const std::string& peer) {
 
     // clear
     auto cmd_v = wire::get_text(load, "cmd");
-    if (cmd_v && *cmd_v == "_auth") return handle_auth(load, version, peer);
+    if (cmd_v && *cmd_v == "_auth") {
+      value r = handle_auth(load, version, peer);
+      if (authenticated && r.is_object() && wire::find(r, "aes")) *authenticated = true;  // accepted
+      return r;
+    }
     if (cmd_v && *cmd_v == "ping") {
       // ClearFuncs.ping: the load comes back as is (send_clear). Minions use it as an
       // application-level heartbeat and Salt's status.ping_master as the failback probe:

@@ -432,6 +432,17 @@ void visit_master(master_config& c, V& v) {
   v.integer("timeout", c.timeout, 0, k_max);
   v.integer("gather_job_timeout", c.gather_job_timeout, 0, k_max);
   v.integer("max_message_size", c.max_message_size, 1, k_max64);
+  v.integer("pre_auth_max_message_size", c.pre_auth_max_message_size, 4096, k_max64);
+  v.integer("pre_auth_max_objects", c.pre_auth_max_objects, 64, k_max);
+  v.integer("pre_auth_large_frame_budget", c.pre_auth_large_frame_budget, 0, k_max64);
+  v.integer("pre_auth_max_pending", c.pre_auth_max_pending, 1, k_max);
+  v.integer("frame_timeout", c.frame_timeout, 0, k_max);
+  v.integer("pre_auth_idle_timeout", c.pre_auth_idle_timeout, 0, k_max);
+  v.integer("max_connections", c.max_connections, 0, k_max);
+  v.integer("pre_auth_max_connections", c.pre_auth_max_connections, 0, k_max);
+  v.integer("pre_auth_max_connections_per_source", c.pre_auth_max_connections_per_source, 0, k_max);
+  v.integer("reserved_fds", c.reserved_fds, 0, 65536);
+  v.integer("request_queue_size", c.request_queue_size, 1, k_max);
   v.integer("request_server_ttl", c.request_server_ttl, 0, k_max);
   v.boolean("minion_data_cache", c.minion_data_cache);
   v.boolean("tcp_keepalive", c.tcp_keepalive);

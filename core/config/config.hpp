@@ -75,6 +75,19 @@ struct master_config {
   int timeout = 5;                   // salt CLI default wait
   int gather_job_timeout = 10;
   std::int64_t max_message_size = 100 * 1024 * 1024;  // largest frame accepted (bytes)
+  // Transport hardening (sylvite extensions, docs/security.md sections 1 and 2). "Pre-auth":
+  // a connection that has not yet shown an accepted minion's key (or a peer handshake).
+  std::int64_t pre_auth_max_message_size = 65536;      // frame bytes before authentication
+  int pre_auth_max_objects = 1024;                     // msgpack objects per frame before it
+  std::int64_t pre_auth_large_frame_budget = 16 << 20; // bytes shared by bigger pre-auth frames (0 = none)
+  int pre_auth_max_pending = 8;                        // unanswered requests per pre-auth connection
+  int frame_timeout = 30;                              // s; a started frame must complete (0 = off)
+  int pre_auth_idle_timeout = 30;                      // s; ret_port: silent new connection closed (0 = off)
+  int max_connections = 100000;                        // per port (0 = no cap)
+  int pre_auth_max_connections = 20000;                // per port (0 = no cap)
+  int pre_auth_max_connections_per_source = 1000;      // per port and address (0 = no cap)
+  int reserved_fds = 128;                              // descriptors kept for the master's own files
+  int request_queue_size = 10000;                      // requests waiting for a worker (then shed)
   int request_server_ttl = 0;
   bool minion_data_cache = true;
   bool tcp_keepalive = true;

@@ -708,7 +708,10 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
                       count_open_fds(), fd_limit_, describe(endpoint{ep_.host, port_.load(), ep_.unix_path}),
                       opt_.reserved_fds);
       }
-    } else if (const auto n = refuse_log_.hit()) {
+    } else if (const auto n = refuse_log_[refused.find("per_source") != std::string::npos        ? 2
+                                         : refused.find("pre_auth_max_connections") != std::string::npos ? 1
+                                                                                                          : 0]
+                                   .hit()) {
       spdlog::warn("transport: {} server on {} refused connection from {}: {} ({} refused in the last interval)",
                    kind_, describe(endpoint{ep_.host, port_.load(), ep_.unix_path}), peer.address, refused, n);
     }

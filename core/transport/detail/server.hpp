@@ -171,7 +171,7 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
   std::atomic<std::uint16_t> port_{0};
   std::atomic<std::uint64_t> next_conn_id_{1};
   std::chrono::steady_clock::time_point last_accept_log_{};
-  util::log_limiter refuse_log_;
+  util::log_limiter refuse_log_[3];  // per reason: max_connections, pre-auth total, per source
   util::log_limiter fd_log_;
   util::log_limiter sweep_log_;
   std::atomic<std::uint64_t> refused_{0};
