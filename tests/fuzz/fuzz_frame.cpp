@@ -3,7 +3,10 @@
 // checked for agreement and pack/unpack round trips. Any crash, sanitizer report or
 // broken invariant (abort) is a bug.
 // Input layout: byte 0 seeds the chunk-size generator, byte 1 picks the limits, the
-// rest is the byte stream.
+// rest is the byte stream. Mode bit 4 adds the pre-authentication path (docs/security.md
+// 1): a node cap (limits::max_nodes) that only ever refuses, decoded values within it,
+// and limits lifted at an input-chosen point (a connection authenticating mid-frame)
+// giving the same frames as the unlimited parser.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -66,6 +69,18 @@ void check_roundtrip(const value& v) {
   }
 }
 
+// Objects a decoded value holds, map keys included (what limits::max_nodes counts; a
+// duplicate key makes the decoded value smaller than the wire form).
+std::size_t count_nodes(const value& v) {
+  std::size_t n = 1;
+  if (v.is_object()) {
+    for (const auto& [k, e] : v.items()) n += 1 + count_nodes(e);
+  } else if (v.is_array()) {
+    for (const auto& e : v) n += count_nodes(e);
+  }
+  return n;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -121,5 +136,42 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   FUZZ_CHECK(at_once.ec == chunked.ec);
   FUZZ_CHECK(at_once.frames == chunked.frames);
+
+  // 3. Pre-authentication limits.
+  if (mode & 4) {
+    limits pa = lim;
+    pa.max_nodes = 1 + data[0] % 64;
+    auto sc = scan_object(stream, pa);
+    if (sc) {
+      FUZZ_CHECK(scanned && *scanned == *sc);  // the cap only refuses
+      std::size_t u = 0;
+      if (auto v = unpack_prefix(stream, u, pa)) FUZZ_CHECK(count_nodes(*v) <= pa.max_nodes);
+    } else if (scanned) {
+      FUZZ_CHECK(sc.error() == errc::too_large);
+    }
+    // Chunked under the cap, lifted after an input-chosen number of chunks: its frames
+    // are a prefix of the unlimited parser's (same limits as at_once once lifted).
+    outcome capped;
+    limits full;
+    full.max_bytes = max_frame;
+    frame_parser p(pa);
+    std::size_t pos = 0;
+    const unsigned lift_after = data[0] % 8;
+    bool alive = true;
+    for (unsigned chunk = 0; pos < stream.size() && alive; ++chunk) {
+      if (chunk == lift_after) p.set_limits(full);
+      seed = seed * 1103515245u + 12345u;
+      const std::size_t n = std::min<std::size_t>(stream.size() - pos, 1 + (seed >> 16) % 64);
+      p.feed(stream.substr(pos, n));
+      pos += n;
+      alive = drain(p, capped);
+    }
+    FUZZ_CHECK(capped.frames.size() <= at_once.frames.size());
+    for (std::size_t i = 0; i < capped.frames.size(); ++i) FUZZ_CHECK(capped.frames[i] == at_once.frames[i]);
+    if (lift_after == 0) {  // lifted before any input: exactly the unlimited outcome
+      FUZZ_CHECK(capped.ec == at_once.ec);
+      FUZZ_CHECK(capped.frames == at_once.frames);
+    }
+  }
   return 0;
 }
