@@ -22,6 +22,7 @@
 #include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "core/match/match.hpp"
 #include "core/util/files.hpp"
@@ -191,7 +192,15 @@ struct builder {
     return r;
   }
 
+  bool limited = false;
+
+  // Every answer that is not an acceptance goes through here: the admission check comes
+  // before the signature (and, via `limited`, before any key write or event).
   value ret_reply(value ret) {
+    if (ctx.admit_unaccepted && !ctx.admit_unaccepted()) {
+      limited = true;
+      return value::object();
+    }
     if (!sign_messages) return value{{"enc", "clear"}, {"load", value{{"ret", std::move(ret)}}}};
     value l = value::object();
     l["ret"] = std::move(ret);
@@ -225,8 +234,84 @@ void note_stale_drops(std::uint64_t total) {
 }
 }  // namespace
 
+namespace {
+
+// "Once per interval" for lines a remote sender can repeat at will.
+class every {
+ public:
+  explicit every(std::chrono::seconds interval) : interval_(interval) {}
+  // Events since the last logged line (this one included) when a line is due, else 0.
+  std::uint64_t hit() {
+    std::lock_guard lk(mu_);
+    ++n_;
+    const auto now = std::chrono::steady_clock::now();
+    if (last_.time_since_epoch().count() != 0 && now - last_ < interval_) return 0;
+    last_ = now;
+    return std::exchange(n_, 0);
+  }
+
+ private:
+  std::chrono::seconds interval_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};
+  std::uint64_t n_ = 0;
+};
+
+every bad_load_log{std::chrono::seconds(10)};
+every limited_log{std::chrono::seconds(10)};
+every pending_full_log{std::chrono::seconds(10)};
+
+std::string printable(std::string_view s, std::size_t max = 80) {
+  std::string out;
+  for (char c : s.substr(0, max)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+// A sign-in field out of bounds: refused before any key file is read, written or signed.
+auth_outcome refuse_bad_load(auth_outcome out, const auth_context& ctx, const std::string& id,
+                             const std::string& why) {
+  if (auto n = bad_load_log.hit())
+    spdlog::warn("refused sign-in of '{}' from {}: {} ({} such refusal(s) in the last 10 s)", printable(id),
+                 ctx.peer.empty() ? std::string("?") : ctx.peer, why, n);
+  out.result = "bad_load";
+  out.reply = value{{"enc", "clear"}, {"load", value{{"ret", false}}}};
+  return out;
+}
+
+auth_outcome authenticate_impl(const value& load, const auth_context& ctx, bool& limited);
+
+}  // namespace
+
 auth_outcome authenticate(const value& load, const auth_context& ctx) {
+  bool limited = false;
+  auth_outcome out = authenticate_impl(load, ctx, limited);
+  if (limited) {
+    // Over unaccepted_auth_rate: no signature was made; drop the writes and events too.
+    if (auto n = limited_log.hit())
+      spdlog::warn("sign-ins not accepted from {} over the per-source limit (unaccepted_auth_rate): {} answered "
+                   "without RSA work or key writes in the last 10 s (last id '{}')",
+                   source_limiter::source_of(ctx.peer), n, printable(out.id));
+    out.actions.clear();
+    out.events.clear();
+    out.result = "rate_limited";
+    out.reply = value::object();
+  }
+  return out;
+}
+
+namespace {
+
+auth_outcome authenticate_impl(const value& load, const auth_context& ctx, bool& limited_out) {
   auth_outcome out;
+  struct set_limited {
+    bool& dst;
+    const bool& src;
+    ~set_limited() { dst = src; }
+  };
   const bool sign_messages = ctx.version > 1;
   if (!load.is_object()) {
     out.result = "error";
@@ -240,6 +325,18 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
   builder b{ctx, out, sign_messages,
             sa_name ? crypto::parse_sig_algo(*sa_name) : std::optional{crypto::sig_algo::pkcs1v15_sha1},
             nonce_v ? std::string(*nonce_v) : std::string(), nonce_v.has_value()};
+  set_limited sl{limited_out, b.limited};
+  // Bounds before anything else: a real minion's nonce is 32 hex digits, its token one
+  // RSA block (<= 2048 bytes at 16384 bits), its grains a few KiB.
+  if (nonce_v && nonce_v->size() > 128) return refuse_bad_load(std::move(out), ctx, "?", "nonce longer than 128 bytes");
+  if (const value* tok = wire::find(load, "token")) {
+    auto tb = wire::as_bytes(*tok);
+    if (tb && tb->size() > 2048) return refuse_bad_load(std::move(out), ctx, "?", "token longer than 2048 bytes");
+  }
+  if (const value* g = wire::find(load, "autosign_grains"); g && !g->is_null()) {
+    if (wire::pack_payload(*g).size() > 65536)
+      return refuse_bad_load(std::move(out), ctx, "?", "autosign_grains larger than 64 KiB");
+  }
   if (sign_messages && !nonce_v) {
     // Salt raises KeyError('nonce') here.
     out.result = "error";
@@ -275,6 +372,12 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
     auto s = pub.find_first_not_of(" \t\r\n\f\v");
     auto e = pub.find_last_not_of(" \t\r\n\f\v");
     pub = s == std::string::npos ? std::string() : pub.substr(s, e - s + 1);
+  }
+  // The key is parsed before it can be stored or compared: a `pub` that is not a sane RSA
+  // public key is refused here, so no sign-in writes anything but a key.
+  if (auto why = pki::check_minion_pub(pub); !why.empty()) {
+    const std::string id = out.id;
+    return refuse_bad_load(std::move(out), ctx, id, why);
   }
   const std::string pub_clean = crypto::clean_key(pub);
   spdlog::info("Authentication request from {}", out.id);
@@ -342,6 +445,18 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
       return out;
     }
     if (!check_autosign(ctx, out.id, grains)) {
+      if (ctx.pending_full) {
+        if (auto n = ctx.pending_full()) {
+          out.reply = b.ret_reply(true);  // "pending": a real minion keeps retrying
+          if (b.limited) return out;
+          if (auto k = pending_full_log.hit())
+            spdlog::error("pending key directory full ({} keys, max_pending_keys); accept or delete keys: new key of "
+                          "'{}' from {} not stored ({} such sign-in(s) in the last 10 s)",
+                          *n, printable(out.id), ctx.peer, k);
+          out.result = "pending_full";
+          return out;
+        }
+      }
       spdlog::info("New public key for {} placed in pending", out.id);
       out.actions.push_back({key_action::kind::write, pki::key_state::pending, out.id, pub});
       b.event(true, "pend", pub);
@@ -478,6 +593,59 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
     out.reply = std::move(ret);
   }
   return out;
+}
+
+}  // namespace
+
+std::string source_limiter::source_of(const std::string& peer) {
+  // "1.2.3.4:5678" -> "1.2.3.4"; "[::1]:5678" -> "::1"; anything else as is.
+  if (!peer.empty() && peer.front() == '[') {
+    auto e = peer.find(']');
+    if (e != std::string::npos) return peer.substr(1, e - 1);
+  }
+  auto c = peer.rfind(':');
+  if (c != std::string::npos && peer.find(':') == c) return peer.substr(0, c);
+  return peer;
+}
+
+bool source_limiter::take(const std::string& peer, std::chrono::steady_clock::time_point now) {
+  const std::string src = source_of(peer);
+  std::lock_guard lk(mu_);
+  auto it = b_.find(src);
+  if (it == b_.end()) {
+    if (b_.size() >= max_) {
+      std::erase_if(b_, [&](const auto& kv) {
+        return kv.second.tokens + rate_ * std::chrono::duration<double>(now - kv.second.at).count() >= burst_;
+      });
+      if (b_.size() >= max_) b_.clear();
+    }
+    it = b_.emplace(src, bucket{burst_, now}).first;
+  }
+  auto& bk = it->second;
+  const double dt = std::chrono::duration<double>(now - bk.at).count();
+  if (dt > 0) bk.tokens = std::min(burst_, bk.tokens + rate_ * dt);
+  bk.at = now;
+  if (bk.tokens < 1.0) return false;
+  bk.tokens -= 1.0;
+  return true;
+}
+
+std::size_t pending_counter::count(std::chrono::steady_clock::time_point now) {
+  std::lock_guard lk(mu_);
+  if (!scanned_ || now - at_ >= rescan_) {
+    std::size_t n = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) ++n;
+    n_ = n;
+    at_ = now;
+    scanned_ = true;
+  }
+  return n_;
+}
+
+void pending_counter::added() {
+  std::lock_guard lk(mu_);
+  ++n_;
 }
 
 bool apply_key_actions(const pki::key_store& keys, const std::vector<key_action>& actions) {

@@ -9,8 +9,12 @@
 // Thread-safety: pure function over its inputs; safe from any thread.
 #pragma once
 #include <chrono>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +61,40 @@ struct auth_context {
   // resent, so the work would only delay the sign-ins that can still succeed.
   std::chrono::steady_clock::duration waited = worker_pool::current_task_waited();
   std::chrono::steady_clock::duration stale_after = std::chrono::seconds(5);
+  std::string peer;  // "addr:port" of the sender, for log lines
+  // Admission of a sign-in that will not be accepted (new or still pending key, rejected,
+  // denied, invalid id, full): asked once, before the reply is signed and before any key
+  // file is written. false -> result "rate_limited": reply {} (no RSA work, no write, no
+  // event; a real minion treats it as a failed attempt and retries). Null = no limit.
+  std::function<bool()> admit_unaccepted;
+  // Pending-key cap: the number of pending keys when a NEW pending key would exceed the
+  // cap (result "pending_full": nothing written, the reply is the signed "pending" answer
+  // so a real minion keeps retrying), nullopt when there is room. Null = no cap.
+  std::function<std::optional<std::size_t>()> pending_full;
+};
+
+// Per-source token bucket for sign-ins that are not accepted (unaccepted_auth_rate /
+// unaccepted_auth_burst). Keyed by the address without the port. Bounded memory: at most
+// max_sources buckets; when full, idle buckets (back at the burst) are dropped, and if
+// none is idle the table is cleared (fail open rather than grow).
+// Thread-safety: take() is thread-safe (one mutex).
+class source_limiter {
+ public:
+  source_limiter(double rate, double burst, std::size_t max_sources = 65536)
+      : rate_(rate), burst_(burst), max_(max_sources) {}
+  // One token for source (an "addr:port" peer string is cut to its address).
+  bool take(const std::string& peer, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  static std::string source_of(const std::string& peer);
+
+ private:
+  struct bucket {
+    double tokens;
+    std::chrono::steady_clock::time_point at;
+  };
+  double rate_, burst_;
+  std::size_t max_;
+  std::mutex mu_;
+  std::map<std::string, bucket> b_;
 };
 
 struct auth_outcome {
@@ -65,8 +103,31 @@ struct auth_outcome {
   std::vector<master_event> events;
   // accept | pend | reject | denied | full | invalid | bad_enc_algo | bad_sig_algo | error
   // | stale (dropped unanswered-in-time, reply {}; see auth_context::waited)
+  // | bad_load (a field out of bounds or a `pub` that is not an acceptable RSA public key:
+  //   unsigned {"enc": "clear", "load": {"ret": false}}, nothing written)
+  // | rate_limited (admit_unaccepted said no) | pending_full (pending_full said full)
   std::string result;
   std::string id;
+};
+
+// The number of entries of the pending-key directory for max_pending_keys: counted with
+// one directory scan at most every `rescan` (the directory may be shared with other
+// masters and edited by salt-key), plus the keys this process added since.
+// Thread-safety: thread-safe (one mutex; a scan runs under it).
+class pending_counter {
+ public:
+  explicit pending_counter(std::filesystem::path dir, std::chrono::milliseconds rescan = std::chrono::seconds(2))
+      : dir_(std::move(dir)), rescan_(rescan) {}
+  std::size_t count(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  void added();
+
+ private:
+  std::filesystem::path dir_;
+  std::chrono::milliseconds rescan_;
+  std::mutex mu_;
+  bool scanned_ = false;
+  std::chrono::steady_clock::time_point at_{};
+  std::size_t n_ = 0;
 };
 
 // load = the clear `_auth` load (cmd, id, nonce, pub, enc_algo, sig_algo, token?, ...).

@@ -4,12 +4,19 @@
 // cached token check, no disk I/O on a cache hit).
 #include "master/daemon.hpp"
 
+#include <grp.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -75,6 +82,62 @@ class cli_adapter final : public cli_reply {
  private:
   std::shared_ptr<transport::responder> r_;
 };
+
+// chown -R (no symlink following) of the trees the daemon writes after dropping root.
+void chown_tree(const std::filesystem::path& root, uid_t uid, gid_t gid) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(root, ec))) return;
+  if (::lchown(root.c_str(), uid, gid) != 0)
+    spdlog::warn("cannot chown {} to the master user: {}", root.string(), std::strerror(errno));
+  if (!std::filesystem::is_directory(std::filesystem::symlink_status(root, ec))) return;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (::lchown(it->path().c_str(), uid, gid) != 0)
+      spdlog::warn("cannot chown {} to the master user: {}", it->path().string(), std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+// Salt's `user:` (salt/utils/verify.py verify_env + salt.utils.user.chugid): when running
+// as root and `user` names another account, the directories the master writes (pki_dir,
+// cluster_pki_dir, cachedir, sock_dir) and the log file are given to that user, then the
+// process switches to its gid, supplementary groups and uid. Called after every port and
+// the CLI socket are bound and the log is open. Errors are fatal (logged, false).
+bool drop_privileges(const config::master_config& cfg) {
+  if (::geteuid() != 0 || cfg.user.empty() || cfg.user == "root") return true;
+  errno = 0;
+  struct passwd* pw = ::getpwnam(cfg.user.c_str());
+  if (!pw) {
+    spdlog::critical("user '{}' (option user) does not exist: cannot drop root privileges", cfg.user);
+    return false;
+  }
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  const std::string name = pw->pw_name;
+  if (uid == 0) return true;
+  chown_tree(cfg.pki_dir, uid, gid);
+  if (cfg.cluster_pki_dir && *cfg.cluster_pki_dir != cfg.pki_dir) chown_tree(*cfg.cluster_pki_dir, uid, gid);
+  chown_tree(cfg.cachedir, uid, gid);
+  chown_tree(cfg.sock_dir, uid, gid);
+  if (!cfg.log_file.empty() && cfg.log_file.is_absolute()) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(cfg.log_file, ec)))
+      (void)::lchown(cfg.log_file.c_str(), uid, gid);
+  }
+  if (::setgid(gid) != 0 || ::initgroups(name.c_str(), gid) != 0 || ::setuid(uid) != 0) {
+    spdlog::critical("cannot switch to user '{}' (option user): {}", cfg.user, std::strerror(errno));
+    return false;
+  }
+  if (::setuid(0) == 0) {  // must not be able to get root back
+    spdlog::critical("dropping root to user '{}' did not stick", cfg.user);
+    return false;
+  }
+  spdlog::info("running as user {} (uid {}, gid {})", name, uid, gid);
+  return true;
+}
+
+namespace {
 
 std::string bind_host(const config::master_config& cfg) {
   if (cfg.ipv6 && (cfg.interface == "0.0.0.0" || cfg.interface.empty())) return "::";
@@ -285,6 +348,14 @@ int run_master(const config::master_config& cfg) {
 
   bool stopping = false;
   asio::steady_timer timer(io);
+  if (!drop_privileges(cfg)) {
+    if (health) health->stop();
+    cli.stop();
+    req.stop();
+    pub.stop();
+    if (bus) bus->stop();
+    return 1;
+  }
   std::function<void()> arm;
   arm = [&] {
     timer.expires_after(std::chrono::seconds(5));

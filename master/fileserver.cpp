@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -207,6 +208,15 @@ fileserver::fileserver(const config::master_config& cfg, fileserver_options opts
   }
 }
 
+bool valid_saltenv(std::string_view env) {
+  if (env.empty() || env.size() > 255 || env == "." || env == "..") return false;
+  for (char c : env) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '/' || c == '\\' || u < 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
 bool fileserver::handles(std::string_view cmd) {
   return cmd == "_file_envs" || cmd == "_file_list" || cmd == "_file_list_emptydirs" || cmd == "_dir_list" ||
          cmd == "_symlink_list" || cmd == "_file_hash" || cmd == "_file_hash_and_stat" || cmd == "_file_find" ||
@@ -219,6 +229,23 @@ namespace {
 std::optional<std::vector<std::string>> env_roots(const config::roots_map& roots, const std::string& env) {
   if (auto it = roots.find(env); it != roots.end()) return it->second;
   if (auto it = roots.find("__env__"); it != roots.end()) {
+    if (!valid_saltenv(env)) {
+      // saltenv=../../pki would make the __env__ root the pki directory (master.pem).
+      static std::mutex m;
+      static std::chrono::steady_clock::time_point last{};
+      static std::uint64_t n = 0;
+      std::lock_guard lk(m);
+      ++n;
+      const auto now = std::chrono::steady_clock::now();
+      if (last.time_since_epoch().count() == 0 || now - last >= std::chrono::seconds(10)) {
+        spdlog::warn("fileserver: refusing saltenv '{}' for the __env__ file roots: not a single path component "
+                     "({} such request(s) in the last 10 s)",
+                     detail::printable(env), n);
+        last = now;
+        n = 0;
+      }
+      return std::nullopt;
+    }
     std::vector<std::string> out;
     for (auto r : it->second) {
       for (std::size_t p = r.find("__env__"); p != std::string::npos; p = r.find("__env__", p + env.size()))

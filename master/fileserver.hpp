@@ -28,6 +28,12 @@
 
 namespace sylvite::master {
 
+// A saltenv name that may be put into an `__env__` root path: 1..255 bytes, not "." or
+// "..", no '/', '\\', NUL or other control characters (one path component; sylvite's
+// rule: Salt 3008 substitutes any string). Others are refused (logged once per 10 s) and
+// get the answers of an unknown saltenv.
+bool valid_saltenv(std::string_view env);
+
 struct fileserver_options {
   // Add {"hsum", "hash_type"} to the final empty _serve_file chunk. OFF by default:
   // Salt's own masters never send it, and a Salt 3008 minion fetching into its cache

@@ -49,8 +49,13 @@ std::mutex& minions_mutex() {
 // Read and unpack a msgpack file; nullopt if missing, unreadable or not complete msgpack
 // (a half-written file from a foreign writer, or corruption).
 std::optional<wire::value> read_packed(const fs::path& p) {
-  auto data = util::read_file(p);
-  if (!data) return std::nullopt;
+  // No symlinks: the cache is on a filesystem other masters (or a planted link) write.
+  auto data = util::read_file_nofollow(p);
+  if (!data) {
+    if (data.error() != util::errc::not_found)
+      spdlog::warn("job cache: skipping {}: {} (not a regular file?)", p.string(), data.error().message());
+    return std::nullopt;
+  }
   auto v = wire::unpack(*data);
   if (!v) {
     spdlog::warn("job cache: skipping unreadable file {}: {}", p.string(), v.error().message());
@@ -517,7 +522,7 @@ std::vector<job_summary> job_cache::list_jobs(std::size_t max) const {
         std::string jid;
         if (auto j = wire::find(*load, "jid")) jid = text_or_empty(*j);
         if (jid.empty()) {
-          auto f = util::read_file(fin->path() / jid_file);
+          auto f = util::read_file_nofollow(fin->path() / jid_file, 4096);
           if (!f) continue;
           jid = *f;
         }
@@ -570,7 +575,7 @@ std::size_t job_cache::clean_old(std::chrono::seconds keep) {
         // neither is a half-created or corrupt entry: removed once its mtime is old too
         // (a fresh one may be mid-creation by another master).
         std::optional<std::int64_t> t_us;
-        if (auto j = util::read_file(f / jid_file)) t_us = detail::jid_micros(*j);
+        if (auto j = util::read_file_nofollow(f / jid_file, 4096)) t_us = detail::jid_micros(*j);
         if (!t_us)
           if (auto l = read_packed(f / load_p))
             if (auto j = wire::get_text(*l, "jid")) t_us = detail::jid_micros(*j);

@@ -188,7 +188,7 @@ std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std
       mtime = fs::last_write_time(p, ec);
       if (ec) return nullptr;
     }
-    auto text = util::read_file(p);
+    auto text = util::read_file_nofollow(p, 4096);
     if (!text) return nullptr;
     ks = trim_key(std::move(*text));
     if (!crypto::crypticle::from_key_string(ks)) {
@@ -198,7 +198,7 @@ std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std
       auto w = util::write_file_atomic_nosync(p, crypto::crypticle::generate_key_string(), 0600);
       if (!w) return nullptr;
       wrote = true;
-      auto again = util::read_file(p);
+      auto again = util::read_file_nofollow(p, 4096);
       if (!again) return nullptr;
       ks = trim_key(std::move(*again));
       mtime = fs::last_write_time(p, ec);

@@ -70,6 +70,8 @@ class peer_sink {
 };
 
 class master_signer;  // master/master_sign.hpp
+class source_limiter;  // master/auth.hpp
+class pending_counter;  // master/auth.hpp
 
 struct master_counters {
   std::atomic<std::uint64_t> requests{0};
@@ -279,3 +281,8 @@ std::string wrap_publish_payload(const wire::value& load, const crypto::crypticl
 wire::value make_publish_load(const publish_request& req, const std::string& jid);
 
 }  // namespace sylvite::master
+  // Sign-in limits (request.cpp handle_auth; made on first use): unaccepted_auth_rate per
+  // source and max_pending_keys.
+  std::once_flag auth_limits_once_;
+  std::shared_ptr<source_limiter> unaccepted_limit_;
+  std::shared_ptr<pending_counter> pending_count_;

@@ -159,7 +159,14 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
           auto ts = wire::get_int(load, "ts");
           if (!ts) return refuse(peer, "request of '" + id + "' has no ts");
           auto now = std::chrono::duration_cast<std::chrono::seconds>(sys_clock::now().time_since_epoch()).count();
-          if (now - *ts > cfg_.request_server_ttl) return refuse(peer, "request of '" + id + "' has an expired ttl");
+          // Salt refuses only the old side; a ts from the future would extend the replay
+          // window by the skew, so both sides are refused, with the skew in the log line.
+          const std::int64_t age = now - *ts;
+          if (age > cfg_.request_server_ttl || -age > cfg_.request_server_ttl)
+            return refuse(peer, "request of '" + id + "' is outside request_server_ttl (" +
+                                    std::to_string(cfg_.request_server_ttl) + " s): its ts is " +
+                                    std::to_string(age >= 0 ? age : -age) + " s " + (age >= 0 ? "old" : "in the future") +
+                                    " (replayed, or the minion's clock is off: check NTP on both hosts)");
         }
         auto env_id = wire::get_text(body, "id");
         if (!wire::find(load, "id") || !env_id || *env_id != id)
@@ -235,17 +242,38 @@ value master_core::handle_auth(value& load, int version, const std::string& peer
     return (*c)->key_string();
   };
   ctx.connected_ids = [this] { return connected_ids(); };
+  ctx.peer = peer;
+  std::call_once(auth_limits_once_, [this] {
+    if (cfg_.unaccepted_auth_rate > 0)
+      unaccepted_limit_ = std::make_shared<source_limiter>(cfg_.unaccepted_auth_rate, cfg_.unaccepted_auth_burst);
+    if (cfg_.max_pending_keys > 0)
+      pending_count_ = std::make_shared<pending_counter>(keys_.dir() / std::string(pki::dir_name(pki::key_state::pending)));
+  });
+  if (unaccepted_limit_) ctx.admit_unaccepted = [this, &peer] { return unaccepted_limit_->take(peer); };
+  if (pending_count_) {
+    ctx.pending_full = [this]() -> std::optional<std::size_t> {
+      const auto n = pending_count_->count();
+      if (n >= static_cast<std::size_t>(cfg_.max_pending_keys)) return n;
+      return std::nullopt;
+    };
+  }
   auto out = authenticate(load, ctx);
   if (!out.actions.empty()) {
     apply_key_actions(keys_, out.actions);
     if (!out.id.empty()) accepted_.invalidate(out.id);
+    if (pending_count_ && out.result == "pend" && !out.actions.empty() &&
+        out.actions.front().state == pki::key_state::pending)
+      pending_count_->added();
   }
   for (auto& ev : out.events) hub_.fire(ev.tag, ev.data);
   if (out.result == "accept") {
     counters_.auth_accepted++;
   } else if (out.result != "pend" && out.result != "stale") {  // stale: counted, logged at debug
     counters_.refused++;
-    spdlog::warn("auth of '{}' from {}: {}", out.id, peer, out.result);
+    // bad_load, rate_limited, pending_full: logged once per interval by authenticate() (a
+    // sender can repeat them at will); the others are under unaccepted_auth_rate.
+    if (out.result != "bad_load" && out.result != "rate_limited" && out.result != "pending_full")
+      spdlog::warn("auth of '{}' from {}: {}", out.id, peer, out.result);
   }
   // private ops: the reply signature (+ token decrypt when present)
   if (version > 1 && out.reply.is_object() && wire::find(out.reply, "sig")) counters_.rsa_private_ops++;

@@ -444,6 +444,9 @@ void visit_master(master_config& c, V& v) {
   v.integer("reserved_fds", c.reserved_fds, 0, 65536);
   v.integer("request_queue_size", c.request_queue_size, 1, k_max);
   v.integer("request_server_ttl", c.request_server_ttl, 0, k_max);
+  v.integer("max_pending_keys", c.max_pending_keys, 0, k_max);
+  v.integer("unaccepted_auth_rate", c.unaccepted_auth_rate, 0, k_max);
+  v.integer("unaccepted_auth_burst", c.unaccepted_auth_burst, 1, k_max);
   v.boolean("minion_data_cache", c.minion_data_cache);
   v.boolean("tcp_keepalive", c.tcp_keepalive);
   v.integer("tcp_keepalive_idle", c.tcp_keepalive_idle, -1, k_max);

@@ -39,7 +39,7 @@ struct master_config {
   int publish_port = 4505;
   int ret_port = 4506;
   int worker_threads = 5;
-  std::string user;                  // informational; we never switch user
+  std::string user;                  // run as: the daemon drops root to it after binding (master)
   std::filesystem::path root_dir = "/";
   std::filesystem::path pki_dir = "/etc/salt/pki/master";
   std::filesystem::path cachedir = "/var/cache/salt/master";
@@ -88,7 +88,11 @@ struct master_config {
   int pre_auth_max_connections_per_source = 1000;      // per port and address (0 = no cap)
   int reserved_fds = 128;                              // descriptors kept for the master's own files
   int request_queue_size = 10000;                      // requests waiting for a worker (then shed)
-  int request_server_ttl = 0;
+  int request_server_ttl = 300;      // Salt: 0 (off); v3 requests older/newer than this are refused
+  // Sign-in hardening (sylvite extensions, docs/security.md section 3 and 5):
+  int max_pending_keys = 10000;      // minions_pre entries; a new key beyond it is refused (0 = no cap)
+  int unaccepted_auth_rate = 20;     // sign-ins/s per source address that are not accepted (0 = no limit)
+  int unaccepted_auth_burst = 200;   // ... and the burst allowed above that rate
   bool minion_data_cache = true;
   bool tcp_keepalive = true;
   int tcp_keepalive_idle = 300;

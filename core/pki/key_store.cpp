@@ -5,6 +5,9 @@
 // Thread-safety: no state besides the directory path; safe from any thread.
 #include "core/pki/key_store.hpp"
 
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -51,10 +54,34 @@ bool valid_id(std::string_view id) {
   // salt.utils.verify.valid_id: no '/', '\\' or NUL, and <pki_dir>/<id> must name an
   // entry directly inside pki_dir (so neither "." nor ".." nor "").
   if (id.empty() || id.size() > 255) return false;
-  if (id == "." || id == "..") return false;
-  for (char c : id)
-    if (c == '/' || c == '\\' || c == '\0') return false;
+  if (id.front() == '.') return false;  // also "." and ".."
+  for (char c : id) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '/' || c == '\\' || u < 0x20 || u == 0x7f) return false;  // NUL is < 0x20
+  }
   return true;
+}
+
+std::string check_minion_pub(std::string_view pem) {
+  if (pem.size() > max_pub_pem_bytes)
+    return "public key of " + std::to_string(pem.size()) + " bytes (at most " + std::to_string(max_pub_pem_bytes) +
+           " for a PEM RSA key)";
+  if (pem.find("-----BEGIN ") == std::string_view::npos) return "public key is not PEM";
+  auto key = crypto::rsa_key::from_public_pem(pem);
+  if (!key) return "public key is not a PEM RSA public key";
+  const int bits = EVP_PKEY_get_bits(key->native());
+  if (bits < min_pub_bits || bits > max_pub_bits)
+    return "RSA public key of " + std::to_string(bits) + " bits (accepted: " + std::to_string(min_pub_bits) + ".." +
+           std::to_string(max_pub_bits) + ")";
+  BIGNUM* e = nullptr;
+  if (EVP_PKEY_get_bn_param(key->native(), OSSL_PKEY_PARAM_RSA_E, &e) != 1 || e == nullptr)
+    return "RSA public key without a readable exponent";
+  const int ebits = BN_num_bits(e);
+  const bool odd = BN_is_odd(e) == 1;
+  const bool small = BN_cmp(e, BN_value_one()) <= 0 || (ebits == 2 && !odd);
+  BN_free(e);
+  if (ebits > 32 || !odd || small) return "RSA public exponent out of range (odd, 3..2^32-1)";
+  return {};
 }
 
 bool valid_id(const fs::path& dir, std::string_view id) {
@@ -88,15 +115,22 @@ result<void> key_store::ensure_dirs() const {
 
 std::optional<std::string> key_store::read(key_state s, std::string_view id) const {
   if (!valid_id(id)) return std::nullopt;
-  auto r = util::read_file(path(s, id));
-  if (!r) return std::nullopt;
+  // Keys live on a filesystem other masters (and whoever can write the share) write: a
+  // symlink planted as <id> could make us serve or trust any file the master can read.
+  auto r = util::read_file_nofollow(path(s, id), 1u << 20);
+  if (!r) {
+    if (r.error() != util::errc::not_found)
+      spdlog::warn("refusing key file {}: {} (a key must be a regular file, not a symlink)", path(s, id).string(),
+                   r.error().message());
+    return std::nullopt;
+  }
   return std::move(*r);
 }
 
 bool key_store::exists(key_state s, std::string_view id) const {
   if (!valid_id(id)) return false;
   std::error_code ec;
-  return fs::is_regular_file(path(s, id), ec);
+  return fs::is_regular_file(fs::symlink_status(path(s, id), ec));
 }
 
 std::optional<key_state> key_store::state_of(std::string_view id) const {
@@ -117,7 +151,7 @@ result<void> key_store::remove(key_state s, std::string_view id) const {
 
 result<void> key_store::move(std::string_view id, key_state from, key_state to) const {
   if (!valid_id(id)) return util::errc::invalid_argument;
-  auto pem = util::read_file(path(from, id));
+  auto pem = util::read_file_nofollow(path(from, id), 1u << 20);
   if (!pem) return pem.error();
   if (from == to) return {};
   if (auto w = util::write_file_atomic(path(to, id), *pem, 0644); !w) return w;

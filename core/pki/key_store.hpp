@@ -25,8 +25,20 @@ std::string_view dir_name(key_state s);        // "minions", "minions_pre", ...
 std::string_view state_name(key_state s);      // "accepted", "pending", "rejected", "denied"
 std::optional<key_state> parse_state(std::string_view s);  // also accepts salt-key's "acc", "pre", "un", "unaccepted", "rej", "den"
 
-// Salt's valid_id: non-empty, no '/', '\\', NUL, not "." or "..", at most 255 bytes.
+// Salt's valid_id: non-empty, no '/', '\\', NUL, not "." or "..", at most 255 bytes;
+// sylvite also refuses a leading '.' (hidden files, the temp files of atomic writes) and
+// control characters (bytes < 0x20 and 0x7f: log and terminal injection).
 bool valid_id(std::string_view id);
+
+// A minion's sign-in `pub`: at most max_pub_pem_bytes, a PEM RSA public key (SPKI "PUBLIC
+// KEY" or PKCS#1 "RSA PUBLIC KEY", as cryptography's load_pem_public_key) of
+// min_pub_bits..max_pub_bits bits with a public exponent of 3..2^32-1 (a huge exponent
+// makes every public-key operation with it as costly as a private one). Returns the
+// reason it is refused, empty if it is acceptable.
+inline constexpr std::size_t max_pub_pem_bytes = 8192;
+inline constexpr int min_pub_bits = 1024;   // = the smallest `keysize` the configs accept
+inline constexpr int max_pub_bits = 16384;
+std::string check_minion_pub(std::string_view pem);
 // valid_id(id) and <dir>/<id>, symlinks resolved, is an entry directly inside dir
 // (Salt's clean_path(pki_dir, id) with realpath). Use on untrusted ids before touching dir.
 bool valid_id(const std::filesystem::path& dir, std::string_view id);
@@ -37,9 +49,10 @@ class key_store {
   const std::filesystem::path& dir() const noexcept { return dir_; }
 
   result<void> ensure_dirs() const;  // creates the four state dirs + minions_autosign (0700)
-  // Key PEM text in that state, nullopt if absent.
+  // Key PEM text in that state, nullopt if absent. A symlink (or FIFO, device) planted
+  // as <state dir>/<id> is not followed: refused as absent, logged at warning.
   std::optional<std::string> read(key_state s, std::string_view id) const;
-  bool exists(key_state s, std::string_view id) const;
+  bool exists(key_state s, std::string_view id) const;  // a regular file, not a symlink
   // State of id: accepted > pending > rejected (denied is separate: a minion can be both).
   std::optional<key_state> state_of(std::string_view id) const;
   result<void> write(key_state s, std::string_view id, std::string_view pem) const;

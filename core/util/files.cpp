@@ -103,6 +103,39 @@ result<std::string> read_file(const fs::path& p) {
   return out;
 }
 
+result<std::string> read_file_nofollow(const fs::path& p, std::size_t max_bytes) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return os_error(EINVAL);
+  }
+  if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return os_error(EFBIG);
+  }
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return os_error(err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) {  // grew while read
+      ::close(fd);
+      return os_error(EFBIG);
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
 result<void> make_dirs(const fs::path& p, unsigned mode) {
   if (p.empty()) return {};
   std::error_code ec;

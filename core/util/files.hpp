@@ -23,6 +23,12 @@ namespace sylvite::util {
 // Read a whole file. errc::not_found if missing, errc::io_error otherwise.
 result<std::string> read_file(const std::filesystem::path& p);
 
+// read_file for files a writer on a shared filesystem could replace (key files, session
+// keys, job cache files): the last path component must be a regular file, not a symlink
+// (O_NOFOLLOW: ELOOP) nor a FIFO/device (opened O_NONBLOCK, then fstat: EINVAL), and at
+// most max_bytes long (EFBIG). errc::not_found if missing.
+result<std::string> read_file_nofollow(const std::filesystem::path& p, std::size_t max_bytes = 64u << 20);
+
 // Atomically replace p with data (mode applied to the temp file before rename).
 // Creates parent directories (0700) if missing.
 result<void> write_file_atomic(const std::filesystem::path& p, std::string_view data, unsigned mode = 0644);

@@ -69,6 +69,67 @@ TEST_F(auth_fixture, invalid_id_is_refused_signed) {
   EXPECT_TRUE(o.actions.empty());
 }
 
+// Issue 14 item 3: a pub that is not an RSA public key is refused before anything is
+// written or signed.
+TEST_F(auth_fixture, non_key_pub_writes_nothing_and_is_not_signed) {
+  for (std::string junk : {std::string(2 << 20, 'A'), std::string("ssh-rsa AAAA"), std::string()}) {
+    value load = m1.auth_load("0123456789abcdef0123456789abcdef");
+    load["pub"] = junk;
+    auto o = authenticate(load, ctx());
+    EXPECT_EQ(o.result, "bad_load");
+    EXPECT_TRUE(o.actions.empty());
+    EXPECT_TRUE(o.events.empty());
+    EXPECT_EQ(o.reply, (value{{"enc", "clear"}, {"load", value{{"ret", false}}}}));
+    EXPECT_FALSE(wire::find(o.reply, "sig"));
+  }
+  EXPECT_TRUE(keys.list(key_state::pending).empty());
+}
+
+// Issue 14 item 5: a sign-in that will not be accepted asks for admission before the reply
+// is signed; refused -> {} with no key write and no event. Accepted keys never ask.
+TEST_F(auth_fixture, unaccepted_sign_ins_over_the_limit_cost_no_signature) {
+  int asked = 0;
+  auto c = ctx();
+  c.admit_unaccepted = [&] { return ++asked <= 1; };
+  auto o1 = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef"), c);
+  EXPECT_EQ(o1.result, "pend");
+  EXPECT_TRUE(wire::find(o1.reply, "sig"));
+  fake_minion m2{"m2", cached_key(2)};
+  auto o2 = authenticate(m2.auth_load("0123456789abcdef0123456789abcdef"), c);
+  EXPECT_EQ(o2.result, "rate_limited");
+  EXPECT_EQ(o2.reply, value::object());
+  EXPECT_TRUE(o2.actions.empty());
+  EXPECT_TRUE(o2.events.empty());
+  EXPECT_EQ(asked, 2);
+  ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
+  auto o3 = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef"), c);
+  EXPECT_EQ(o3.result, "accept");
+  EXPECT_EQ(asked, 2);  // an accepted minion's sign-in is never charged
+}
+
+TEST_F(auth_fixture, pending_cap_stores_nothing_but_answers_pending) {
+  auto c = ctx();
+  c.pending_full = []() -> std::optional<std::size_t> { return 7; };
+  auto o = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef"), c);
+  EXPECT_EQ(o.result, "pending_full");
+  EXPECT_TRUE(o.actions.empty());
+  EXPECT_EQ(ret_of(o), value(true));  // a real minion keeps retrying
+}
+
+TEST(source_limiter, per_source_bucket) {
+  master::source_limiter l(1.0, 3.0, 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(master::source_limiter::source_of("10.0.0.1:4506"), "10.0.0.1");
+  EXPECT_EQ(master::source_limiter::source_of("[::1]:4506"), "::1");
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(l.take("10.0.0.1:" + std::to_string(1000 + i), t0));
+  EXPECT_FALSE(l.take("10.0.0.1:2000", t0));             // burst spent, any port
+  EXPECT_TRUE(l.take("10.0.0.2:1", t0));                 // another source is not affected
+  EXPECT_TRUE(l.take("10.0.0.1:1", t0 + std::chrono::milliseconds(1100)));  // refilled at 1/s
+  EXPECT_FALSE(l.take("10.0.0.1:1", t0 + std::chrono::milliseconds(1200)));
+  for (int i = 3; i < 20; ++i) l.take("10.0.0." + std::to_string(i) + ":1", t0);  // bounded table
+  SUCCEED();
+}
+
 TEST_F(auth_fixture, new_key_goes_to_pending_and_answers_true) {
   auto o = run(m1);
   EXPECT_EQ(o.result, "pend");

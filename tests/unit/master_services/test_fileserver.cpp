@@ -269,6 +269,33 @@ TEST(Fileserver, EnvPlaceholderRoot) {
   EXPECT_EQ(fsrv.handle("_file_find", req({{"path", "f.sls"}, {"saltenv", "feature1"}}))["rel"], "f.sls");
 }
 
+// Issue 14 item 4: saltenv=../../pki with an __env__ root would serve master.pem.
+TEST(Fileserver, EnvPlaceholderRefusesTraversalSaltenv) {
+  temp_dir d;
+  write(d / "srv/envs/dev/ok.txt", "dev\n");
+  write(d / "pki/master.pem", "-----BEGIN RSA PRIVATE KEY-----\nsecret\n");
+  config::master_config cfg;
+  cfg.file_roots = {{"__env__", {(d.path / "srv/envs/__env__").string()}}};
+  master::fileserver fsrv(cfg);
+  for (const char* env : {"../../pki", "..", "../envs/dev", "a/../../../pki", "/", "x\\y"}) {
+    EXPECT_EQ(fsrv.handle("_file_find", req({{"path", "master.pem"}, {"saltenv", env}}))["rel"], "") << env;
+    EXPECT_EQ(fsrv.handle("_file_hash", req({{"path", "master.pem"}, {"saltenv", env}})), "") << env;
+    EXPECT_EQ(fsrv.handle("_serve_file", req({{"path", "master.pem"}, {"saltenv", env}, {"loc", 0}}))["data"], "")
+        << env;
+    EXPECT_EQ(fsrv.handle("_file_list", req({{"saltenv", env}})), wire::value::array()) << env;
+    // the "?saltenv=" query form goes through the same check
+    EXPECT_EQ(fsrv.handle("_file_find", req({{"path", std::string("master.pem?saltenv=") + env}}))["rel"], "");
+  }
+  EXPECT_EQ(fsrv.handle("_file_find", req({{"path", "ok.txt"}, {"saltenv", "dev"}}))["rel"], "ok.txt");
+}
+
+TEST(Fileserver, ValidSaltenvNames) {
+  for (const char* ok : {"base", "dev", "feature-1_x.y", "..x", "x..", "é"}) EXPECT_TRUE(master::valid_saltenv(ok)) << ok;
+  for (std::string bad : {std::string(), std::string("."), std::string(".."), std::string("a/b"), std::string("../x"),
+                          std::string("a\\b"), std::string("a\nb"), std::string("a\0b", 3), std::string(256, 'a')})
+    EXPECT_FALSE(master::valid_saltenv(bad)) << bad;
+}
+
 TEST(Fileserver, MasterOptsReply) {
   config::master_config cfg;
   cfg.file_roots = {{"base", {"/srv/salt"}}, {"prod", {"/srv/prod"}}};

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -45,8 +46,12 @@ TEST(ValidId, SaltTable) {
       {"web-01.example.com", true},
       {"UPPER_case", true},
       {"é-unicode", true},
-      {".hidden", true},
-      {"...", true},
+      {".hidden", false},  // sylvite: no leading dot (hidden files, atomic-write temps)
+      {"...", false},
+      {"a.b.", true},
+      {"tab\there", false},  // control characters (log/terminal injection)
+      {"nl\n", false},
+      {"del\x7f", false},
       {"a b", true},
       {"", false},
       {".", false},
@@ -219,4 +224,53 @@ TEST_F(PkiDir, CorruptPemIsRefusedAndKept) {
   auto bad = load_or_generate_keypair(dir_ / "pki3", "y");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error(), crypto::errc::bad_key);
+}
+
+// Issue 14 item 8: a symlink planted in a key directory (shared filesystem) is not
+// followed: it reads as absent, so it can neither leak the file it points at nor make an
+// attacker's key file count as an accepted key.
+TEST_F(PkiDir, PlantedSymlinkToASecretIsRefused) {
+  key_store ks(dir_ / "pki");
+  ASSERT_TRUE(ks.ensure_dirs());
+  fs::create_directories(dir_ / "elsewhere");
+  {
+    std::ofstream(dir_ / "elsewhere" / "secret.pem") << "-----BEGIN RSA PRIVATE KEY-----\nsecret\n";
+  }
+  fs::create_symlink(dir_ / "elsewhere" / "secret.pem", ks.path(key_state::accepted, "evil"));
+  EXPECT_FALSE(ks.read(key_state::accepted, "evil").has_value());
+  EXPECT_FALSE(ks.exists(key_state::accepted, "evil"));
+  EXPECT_FALSE(ks.state_of("evil").has_value());
+  EXPECT_FALSE(ks.move("evil", key_state::accepted, key_state::rejected));
+  // A relative link inside the directory is refused the same way.
+  ASSERT_TRUE(ks.write(key_state::accepted, "real", "PEM"));
+  fs::create_symlink("real", ks.path(key_state::accepted, "alias"));
+  EXPECT_FALSE(ks.read(key_state::accepted, "alias").has_value());
+  EXPECT_EQ(ks.read(key_state::accepted, "real").value_or(""), "PEM");
+  // The util primitive: symlink -> ELOOP, FIFO -> refused without blocking, size bound.
+  auto r = util::read_file_nofollow(ks.path(key_state::accepted, "evil"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().value(), ELOOP);
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  EXPECT_FALSE(util::read_file_nofollow(dir_ / "fifo"));
+  EXPECT_FALSE(util::read_file_nofollow(ks.path(key_state::accepted, "real"), 2));
+  EXPECT_TRUE(util::read_file_nofollow(ks.path(key_state::accepted, "real"), 3));
+}
+
+// Issue 14 item 3: a sign-in pub is parsed as an RSA public key of a sane size.
+TEST(CheckMinionPub, RefusesNonKeysAndOddSizes) {
+  EXPECT_NE(check_minion_pub(std::string(2 << 20, 'A')), "");            // 2 MiB non-key
+  EXPECT_NE(check_minion_pub("not a key"), "");
+  EXPECT_NE(check_minion_pub("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"), "");
+  auto k2048 = crypto::rsa_key::generate(2048).value();
+  EXPECT_EQ(check_minion_pub(k2048.public_pem()), "");
+  auto k1024 = crypto::rsa_key::generate(1024).value();
+  EXPECT_EQ(check_minion_pub(k1024.public_pem()), "");  // = the smallest keysize accepted
+  auto k512 = crypto::rsa_key::generate(512);
+  if (k512) {
+    EXPECT_NE(check_minion_pub(k512->public_pem()), "");
+  }
+  // A private key is not a public key.
+  EXPECT_NE(check_minion_pub(k2048.private_pem()), "");
+  // Size bound comes before parsing.
+  EXPECT_NE(check_minion_pub(k2048.public_pem() + std::string(9000, '\n')), "");
 }
