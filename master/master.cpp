@@ -412,7 +412,9 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
       }
       note_owner(std::string(*jid), from);
       if (!sink_) return;
-      auto bytes = std::make_shared<const std::string>(*frame);
+      // Serial order == send order on this master's connections (relay_frame).
+      std::lock_guard lk(publish_mu_);
+      auto bytes = relay_frame(std::string(*frame));
       const value* t = wire::find(body, "targets");
       if (t && t->is_array()) {
         std::vector<std::string> ids;

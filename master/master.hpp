@@ -163,9 +163,18 @@ class master_core {
   // ---- jobs (blocking disk work)
   publish_result publish(const publish_request& req);
   // Build the frame body bytes of a publish (salt_payload-packed wrapped payload) for load
-  // with the current AES key; adds "serial". Thread-safe (serialised with sending).
-  // Exposed for tests.
+  // with the current AES key; adds "serial" (this master's clock in microseconds, strictly
+  // increasing: core/util/pub_serial.hpp), also in cluster mode. The caller holds
+  // publish_mu_ until the frame is handed to the publish server (serial order == send
+  // order). Exposed for tests.
   std::string wrap_publish(wire::value load);
+  // A publish frame relayed by a cluster peer, made ready for this master's minions (caller
+  // holds publish_mu_): the peer's frame itself when its serial is above the last one
+  // this master sent, else the load re-wrapped with a serial of this master (one AES
+  // encryption and, with sign_pub_messages, one RSA signature). So each minion
+  // connection sees increasing serials however the cluster's publishes interleave.
+  // A frame that cannot be read with the cluster AES key is passed on as it is (logged).
+  std::shared_ptr<const std::string> relay_frame(const std::string& frame);
   // Expected minions of a target (CkMinions.check_minions with greedy=true).
   std::vector<std::string> check_minions(const wire::value& tgt, const std::string& tgt_type,
                                          const std::string& delimiter = ":");
@@ -269,6 +278,7 @@ class master_core {
   void apply_key_snapshot(const std::string& from, const wire::value& snap);
   void adopt_peer_aes(const std::string& from, const std::string& key);
   std::mutex publish_mu_;  // serial order == send order
+  std::int64_t pub_serial_ = 0;  // last publish serial sent (time, us); under publish_mu_
   sys_clock::time_point last_clean_{};
   std::shared_ptr<cli_state> cli_;  // shared_ptr: type-erased deleter (incomplete here)
 };

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <climits>
+
 #include "core/wire/msgpack.hpp"
 #include "minion/errors.hpp"
 
@@ -134,7 +136,8 @@ publish_decoded decode_publish(const wire::value& body, const crypto::crypticle&
   }
   // Only a MAC failure drives re-authentication (Salt's AuthenticationError); a stale
   // serial or a missing pickle:: prefix is dropped (Salt yields {} and ignores it).
-  auto v = aes.loads(*load, {}, /*check_serial=*/true);
+  std::int64_t serial = INT64_MIN;  // loads() sets it when the load has one
+  auto v = aes.loads(*load, {}, /*check_serial=*/true, &serial);
   if (!v) {
     if (v.error() == crypto::errc::bad_mac) {
       out.verdict = publish_verdict::reauth;
@@ -151,6 +154,7 @@ publish_decoded decode_publish(const wire::value& body, const crypto::crypticle&
     return out;
   }
   out.verdict = publish_verdict::ok;
+  if (serial != INT64_MIN) out.serial = serial;
   out.load = wire::decode_embedded_strs(*v);
   return out;
 }

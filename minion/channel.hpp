@@ -57,6 +57,7 @@ struct publish_decoded {
   publish_verdict verdict = publish_verdict::drop;
   wire::value load;
   std::string reason;
+  std::optional<std::int64_t> serial;  // the load's serial, when it had one (for replay_guard)
 };
 
 // body: the publish frame body (bytes of a Salt payload, or already a map).

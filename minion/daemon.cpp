@@ -46,12 +46,14 @@
 
 #include "core/crypto/crypticle.hpp"
 #include "core/transport/transport.hpp"
+#include "core/util/pub_serial.hpp"
 #include "minion/auth.hpp"
 #include "minion/channel.hpp"
 #include "minion/connection.hpp"
 #include "minion/errors.hpp"
 #include "minion/jobs.hpp"
 #include "minion/masters.hpp"
+#include "minion/replay_guard.hpp"
 #include "minion/return_queue.hpp"
 
 // GCC 12 reports a false -Wmismatched-new-delete on Asio coroutine frames when a
@@ -489,7 +491,8 @@ class daemon : public std::enable_shared_from_this<daemon> {
          std::shared_ptr<const wire::value> grains, std::uint64_t seed)
       : io_(io), cfg_(cfg), auth_(std::move(auth)), grains_(std::move(grains)),
         fsm_(masters_settings_from(cfg, seed)),
-        jids_(static_cast<std::size_t>(std::max(1, cfg.minion_jid_queue_hwm))),
+        guard_(replay_settings{static_cast<std::int64_t>(cfg.publish_replay_window) * 1'000'000, util::now_micros(),
+                               static_cast<std::size_t>(std::max(1, cfg.minion_jid_queue_hwm))}),
         queue_(cfg.cachedir / "return_queue", static_cast<std::size_t>(std::max(0, cfg.return_queue_max))),
         pool_(16, 1024), stop_ev_(io.get_executor()) {
     for (std::size_t i = 0; i < cfg_.master.size(); ++i) {
@@ -1146,11 +1149,22 @@ class daemon : public std::enable_shared_from_this<daemon> {
   void accept_publish(std::size_t i, publish_decoded d) {
     auto c = conns_[i];
     if (d.verdict != publish_verdict::ok) {
-      if (d.verdict == publish_verdict::drop) spdlog::warn("Discarding publish from {}: {}", c->label, d.reason);
+      if (d.verdict == publish_verdict::drop) {
+        if (auto n = guard_.log_hit(util::now_micros(), d.reason))
+          spdlog::warn("Discarding publish from {}: {} [{} refusal(s) since the last such line]", c->label, d.reason,
+                       n);
+      }
       return;
     }
     if (!c->sess) return;
     wire::value& load = d.load;
+    // Replay: a sylvite master's serial is its clock; refuse what is outside the window.
+    if (auto r = guard_.check_time(d.serial, util::now_micros()); r.verdict != replay_verdict::ok) {
+      if (r.log_count)
+        spdlog::warn("Refused a publish (jid {}) from master {}: {} [{} refusal(s) since the last such line]",
+                     wire::get_text(load, "jid").value_or("?"), c->label, r.reason, r.log_count);
+      return;
+    }
     auto grains = c->sess->grains();
     auto pillar = c->sess->pillar();
     if (!is_job_for_me(load, target_facts{cfg_.id, grains.get(), pillar.get()})) {
@@ -1163,8 +1177,13 @@ class daemon : public std::enable_shared_from_this<daemon> {
     load["pure_resource_target"] = false;
     load["minion_is_target"] = true;
     const std::string jid(wire::get_text(load, "jid").value_or(""));
-    if (!jids_.add(jid)) {
-      spdlog::debug("Jid {} already executed (published again by {})", jid, c->label);
+    if (auto r = guard_.check_jid(jid, util::now_micros()); r.verdict != replay_verdict::ok) {
+      // With several masters the same jid can legitimately come twice (info); with one
+      // master it is a replay (warning).
+      if (r.log_count)
+        spdlog::log(single_ ? spdlog::level::warn : spdlog::level::info,
+                    "Refused a publish from master {}: {} [{} refusal(s) since the last such line]", c->label,
+                    r.reason, r.log_count);
       return;
     }
     if (auto why = unsupported_job_reason(load); !why.empty()) {
@@ -1241,7 +1260,7 @@ class daemon : public std::enable_shared_from_this<daemon> {
   std::vector<std::shared_ptr<master_conn>> conns_;
   bool single_ = true;
   bool ever_served_ = false;
-  jid_queue jids_;
+  replay_guard guard_;  // time window + jid memory (issue 14 item 7)
   return_queue queue_;
   running_jobs running_;
   job_pool pool_;

@@ -516,6 +516,7 @@ void visit_minion(minion_config& c, V& v) {
   v.integer("return_retry_timer_max", c.return_retry_timer_max, 0, k_max);
   v.integer("return_retry_tries", c.return_retry_tries, 1, k_max);
   v.integer("minion_jid_queue_hwm", c.minion_jid_queue_hwm, 1, k_max);
+  v.integer("publish_replay_window", c.publish_replay_window, 0, 86400 * 7);
   v.boolean("tcp_keepalive", c.tcp_keepalive);
   v.integer("tcp_keepalive_idle", c.tcp_keepalive_idle, -1, k_max);
   v.integer("tcp_keepalive_cnt", c.tcp_keepalive_cnt, -1, k_max);

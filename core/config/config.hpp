@@ -171,7 +171,8 @@ struct minion_config {
   int keysize = 2048;
   std::string encryption_algorithm = "OAEP-SHA1";
   std::string signing_algorithm = "PKCS1v15-SHA1";
-  bool sign_pub_messages = false;           // require signed publishes
+  bool sign_pub_messages = true;            // require signed publishes (Salt's minion: false)
+  int publish_replay_window = 600;          // s; publishes dated outside it are refused, jids kept as long
   std::string file_client = "remote";
   roots_map file_roots = {{"base", {"/srv/salt", "/srv/spm/salt"}}};        // Salt's defaults
   roots_map pillar_roots = {{"base", {"/srv/pillar", "/srv/spm/pillar"}}};

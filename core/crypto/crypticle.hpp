@@ -10,6 +10,7 @@
 // serial counter under an internal atomic, safe to call concurrently.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,8 +30,9 @@ class crypticle {
   result<std::string> decrypt(std::string_view data) const;
 
   std::string dumps(const wire::value& obj, std::string_view nonce = {}) const;
+  // serial_out (optional): receives the load's "serial" when it has one (else untouched).
   result<wire::value> loads(std::string_view data, std::string_view nonce = {},
-                            bool check_serial = true) const;
+                            bool check_serial = true, std::int64_t* serial_out = nullptr) const;
 
   crypticle(const crypticle& o);
   crypticle& operator=(const crypticle& o);

@@ -27,7 +27,7 @@ std::string crypticle::dumps(const wire::value& obj, std::string_view nonce) con
 }
 
 result<wire::value> crypticle::loads(std::string_view data, std::string_view nonce,
-                                     bool check_serial) const {
+                                     bool check_serial, std::int64_t* serial_out) const {
   // Errors: those of decrypt(); bad_format (no "pickle::" prefix: Salt silently returns
   // {}); bad_nonce (expected nonce not the next 32 bytes); the wire error of unpack();
   // bad_format (serial not an integer); stale_serial (serial <= last seen).
@@ -60,6 +60,7 @@ result<wire::value> crypticle::loads(std::string_view data, std::string_view non
           return make_error_code(errc::bad_format);
         }
         v->erase(it);
+        if (serial_out) *serial_out = serial;
         if (check_serial) {
           std::int64_t last = last_serial_.load();
           do {

@@ -2,6 +2,9 @@
 // does: salt_payload unpack, signature over the load bytes, Crypticle loads), serials.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "core/util/pub_serial.hpp"
 #include "core/wire/frame.hpp"
 #include "core/wire/msgpack.hpp"
 #include "test_util.hpp"
@@ -76,7 +79,11 @@ TEST_F(publish_fixture, glob_targets_accepted_keys_only_and_uses_topics) {
   EXPECT_EQ(load["arg"], value::array());
   EXPECT_EQ(load["jid"], r.jid);
   EXPECT_EQ(load["ret"], "");
-  EXPECT_EQ(load["serial"], 1);
+  // The serial is the master's clock in microseconds (also read as a Salt counter).
+  ASSERT_TRUE(load["serial"].is_number_integer());
+  const auto serial = load["serial"].get<std::int64_t>();
+  EXPECT_TRUE(util::serial_is_time(serial));
+  EXPECT_LE(std::llabs(util::now_micros() - serial), 60'000'000);
   auto saved = core->jobs().get_load(r.jid);
   ASSERT_TRUE(saved);
   EXPECT_EQ((*saved)["fun"], "test.ping");
@@ -96,7 +103,7 @@ TEST_F(publish_fixture, kwargs_become_a_trailing_kwarg_map_and_serial_increases)
   auto l1 = open(*sent[0].frame);
   auto l2 = open(*sent[1].frame);
   EXPECT_EQ(l1["arg"], (value::array({"ls -l", value{{"__kwarg__", true}, {"cwd", "/tmp"}}})));
-  EXPECT_LT(l1["serial"].get<int>(), l2["serial"].get<int>());
+  EXPECT_LT(l1["serial"].get<std::int64_t>(), l2["serial"].get<std::int64_t>());
 }
 
 TEST_F(publish_fixture, list_and_pcre_targets) {
@@ -138,17 +145,80 @@ TEST_F(publish_fixture, no_match_is_an_error_and_nothing_is_sent) {
   EXPECT_TRUE(sink.take().empty());
 }
 
-TEST_F(publish_fixture, rotation_resets_serial) {
+TEST_F(publish_fixture, serial_keeps_increasing_across_a_rotation) {
+  // Salt restarts its counter at 1 with a new AES key; a time serial never goes back, so
+  // a minion that has not re-authenticated yet drops nothing either.
   master::publish_request req;
   req.fun = "test.ping";
   req.tgt = "web1";
   core->publish(req);
   core->publish(req);
+  auto before = sink.take();
+  ASSERT_EQ(before.size(), 2u);
+  const auto s2 = open(*before[1].frame)["serial"].get<std::int64_t>();
   ASSERT_TRUE(core->rotate_aes("test"));
   core->publish(req);
   auto sent = sink.take();
-  ASSERT_EQ(sent.size(), 3u);
-  EXPECT_EQ(open(*sent[2].frame)["serial"], 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_GT(open(*sent[0].frame)["serial"].get<std::int64_t>(), s2);
+}
+
+TEST(pub_serial, strictly_increasing_when_the_clock_stalls_or_steps_back) {
+  const std::int64_t t = 1'700'000'000'000'000;
+  EXPECT_EQ(util::next_time_serial(0, t), t);
+  EXPECT_EQ(util::next_time_serial(t, t), t + 1);          // same microsecond
+  EXPECT_EQ(util::next_time_serial(t + 5, t), t + 6);      // clock stepped back
+  EXPECT_EQ(util::next_time_serial(t, t + 10), t + 10);
+  EXPECT_TRUE(util::serial_is_time(t));
+  EXPECT_FALSE(util::serial_is_time(1));                   // a Salt master's counter
+  EXPECT_FALSE(util::serial_is_time(999'999'999'999'999));
+}
+
+// Cluster relay: a peer's frame is passed on when its serial is above this master's last
+// one, else re-wrapped (new serial, same load, valid signature): each connection sees
+// increasing serials whichever master published.
+TEST_F(publish_fixture, relayed_frame_passes_or_is_rewrapped_with_a_higher_serial) {
+  auto peer_frame = [&](std::int64_t serial, const char* jid) {
+    value load{{"fun", "test.ping"}, {"arg", value::array()}, {"tgt", "*"}, {"jid", jid},
+               {"ret", ""}, {"tgt_type", "glob"}, {"user", "root"}, {"serial", serial}};
+    auto body = master::wrap_publish_payload(load, core->aes().current()->crypt, &core->mkeys().priv(),
+                                             "PKCS1v15-SHA1");
+    return wire::pack_frame(value::object(), wire::make_bin(body));
+  };
+  master::publish_request req;
+  req.fun = "test.ping";
+  req.tgt = "web1";
+  core->publish(req);
+  auto local = sink.take();
+  ASSERT_EQ(local.size(), 1u);
+  const auto s_local = open(*local[0].frame)["serial"].get<std::int64_t>();
+
+  // A peer whose clock is ahead: passed on byte for byte, and this master continues above it.
+  const std::int64_t ahead = s_local + 5'000'000;
+  auto f1 = peer_frame(ahead, "20990101000000000001");
+  auto out1 = core->relay_frame(f1);
+  EXPECT_EQ(*out1, f1);
+  // An older one (a peer behind, or a publish that crossed ours): re-wrapped above `ahead`.
+  auto f2 = peer_frame(s_local - 1'000'000, "20990101000000000002");
+  auto out2 = core->relay_frame(f2);
+  EXPECT_NE(*out2, f2);
+  auto l2 = open(*out2);  // checks the signature too
+  EXPECT_EQ(l2["jid"], "20990101000000000002");
+  EXPECT_GT(l2["serial"].get<std::int64_t>(), ahead);
+  // One without a serial (a master that sends none): given one.
+  value bare{{"fun", "test.ping"}, {"tgt", "*"}, {"jid", "20990101000000000003"}};
+  auto body3 = master::wrap_publish_payload(bare, core->aes().current()->crypt, &core->mkeys().priv(),
+                                            "PKCS1v15-SHA1");
+  auto out3 = core->relay_frame(wire::pack_frame(value::object(), wire::make_bin(body3)));
+  EXPECT_GT(open(*out3)["serial"].get<std::int64_t>(), l2["serial"].get<std::int64_t>());
+  // The next local publish continues above the relayed ones.
+  core->publish(req);
+  auto again = sink.take();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_GT(open(*again[0].frame)["serial"].get<std::int64_t>(), l2["serial"].get<std::int64_t>());
+  // Garbage from a peer is passed on as it was (and logged), never a crash.
+  auto junk = core->relay_frame("not msgpack");
+  EXPECT_EQ(*junk, "not msgpack");
 }
 
 TEST_F(publish_fixture, unsigned_when_sign_pub_messages_off) {
