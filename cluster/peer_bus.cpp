@@ -44,6 +44,51 @@ using wire::value;
 
 namespace {
 std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+std::int64_t mono_ms() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Join-path limits (docs/security.md section 5). Per source address: 16 requests at once,
+// then one a second (a joiner needs two: discover and join; the burst lets a few masters
+// behind one address, or a test suite on 127.0.0.1, join back to back). All sources together: 20
+// discover replies at once, then 10 a second (each costs two private-key signatures).
+// At most k_join_queue requests wait for the join thread; more are refused "busy".
+constexpr double k_join_per_source_rate = 1;
+constexpr double k_join_per_source_burst = 16;
+constexpr double k_discover_reply_rate = 10;
+constexpr double k_discover_reply_burst = 20;
+constexpr int k_join_queue = 16;
+constexpr std::int64_t k_shed_log_interval_ms = 10000;
+
+// "1.2.3.4:5678" / "[::1]:5678" -> the address without the port.
+std::string host_part(const std::string& peer) {
+  if (!peer.empty() && peer.front() == '[') {
+    auto e = peer.find(']');
+    return e == std::string::npos ? peer : peer.substr(1, e - 1);
+  }
+  auto c = peer.rfind(':');
+  return c == std::string::npos ? peer : peer.substr(0, c);
+}
+
+// A warning for refusals that can come in floods: the first at once, then at most one
+// per interval with the count since the last line.
+struct shed_log {
+  std::mutex mu;
+  std::int64_t last_ms = 0;
+  std::uint64_t since = 0;
+  bool any = false;
+  void note(const std::string& what, const std::string& src) {
+    std::lock_guard lk(mu);
+    ++since;
+    const std::int64_t now = mono_ms();
+    if (any && now - last_ms < k_shed_log_interval_ms) return;
+    spdlog::warn("cluster pool port: {} join request(s) refused in the last {} s ({}; last from {})", since,
+                 any ? (now - last_ms) / 1000 : 0, what, src);
+    any = true;
+    last_ms = now;
+    since = 0;
+  }
+};
 
 struct link {
   std::string addr;
@@ -70,13 +115,24 @@ struct in_link {
 
 struct peer_bus::impl : std::enable_shared_from_this<impl> {
   impl(asio::io_context& io, bus_settings s, handler h, peer_event ev)
-      : io_(io), s_(std::move(s)), handler_(std::move(h)), ev_(std::move(ev)), work_(1) {}
+      : io_(io), s_(std::move(s)), handler_(std::move(h)), ev_(std::move(ev)), work_(1), join_work_(1) {}
 
   asio::io_context& io_;
   bus_settings s_;
   handler handler_;
   peer_event ev_;
   asio::thread_pool work_;  // inbound requests (RSA, handler) in arrival order
+  // cluster/discover and cluster/join: unauthenticated senders, never on work_ (the relay).
+  asio::thread_pool join_work_;
+  std::atomic<int> join_queued_{0};
+  std::mutex limit_mu_;
+  rate_limiter per_source_{k_join_per_source_rate, k_join_per_source_burst};
+  rate_limiter reply_budget_{k_discover_reply_rate, k_discover_reply_burst, 1};
+  shed_log shed_;
+  // Peers whose peers/<id>.pub disappeared while this master ran; a file that reappears
+  // for one of them is ignored until the id joins again (mu_).
+  std::set<std::string> removed_;
+  std::set<std::string> warned_revived_;
   std::unique_ptr<transport::req_server> server_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<link>> links_;  // by address
@@ -105,6 +161,10 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       watch_cv_.notify_all();
       return std::nullopt;
     }
+    {
+      std::lock_guard lk(mu_);
+      if (removed_.count(id)) return std::nullopt;  // removed: its file back is not membership
+    }
     auto k = peer_key(s_.pki_dir, id);
     if (k) {
       std::lock_guard lk(mu_);
@@ -116,9 +176,38 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   void refresh_keys() {
     auto keys = list_peer_keys(s_.pki_dir);  // file I/O: watcher thread only
     std::set<std::string> gone;
+    std::vector<std::string> vanished;  // known peers whose file disappeared in this pass
     std::vector<std::shared_ptr<link>> revived;
+    // Known peers missing from the listing whose file is really gone (ENOENT; a file
+    // that failed to read or parse on a flaky share is not a removal).
+    std::vector<std::string> missing;
     {
       std::lock_guard lk(mu_);
+      for (const auto& [id, k] : keys_)
+        if (id != s_.id && !keys.count(id) && !removed_.count(id)) missing.push_back(id);
+    }
+    std::erase_if(missing, [&](const std::string& id) {
+      std::error_code ec;
+      const bool there = std::filesystem::exists(s_.pki_dir / "peers" / (id + ".pub"), ec);
+      return there || ec;
+    });
+    {
+      std::lock_guard lk(mu_);
+      for (const auto& id : missing)
+        if (removed_.insert(id).second) vanished.push_back(id);
+      // A removed peer's file back on the share (the removed master restarted and wrote
+      // it, or anyone with write access did) is not membership: ignored until it joins.
+      for (auto it = keys.begin(); it != keys.end();) {
+        if (it->first != s_.id && removed_.count(it->first)) {
+          if (warned_revived_.insert(it->first).second)
+            spdlog::warn("cluster_pki_dir/peers/{}.pub is back after {} was removed: ignored until it joins again "
+                         "(through cluster/join with the current cluster_secret)",
+                         it->first, it->first);
+          it = keys.erase(it);
+        } else {
+          ++it;
+        }
+      }
       for (auto& [addr, l] : links_) {
         if (l->id.empty()) continue;
         const bool has = keys.count(l->id) > 0;
@@ -136,6 +225,15 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       keys_ = std::move(keys);
     }
     for (const auto& id : gone) drop_peer(id, "cluster_pki_dir/peers/" + id + ".pub is gone");
+    for (const auto& id : vanished) drop_peer(id, "cluster_pki_dir/peers/" + id + ".pub is gone");
+    if (!vanished.empty()) save_removed();
+    if (!vanished.empty() && s_.on_removed) {
+      try {
+        s_.on_removed(vanished);
+      } catch (const std::exception& e) {
+        spdlog::error("cluster peer removal handler failed: {}", e.what());
+      }
+    }
     for (auto& l : revived) poke(l);
     // Peers that linked to us but that we have no link to yet.
     std::vector<std::string> to_add;
@@ -164,6 +262,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   // peers/<id>.pub is gone).
   void drop_peer(const std::string& id, const std::string& why) {
     bool had = false;
+    bool fresh = false;
     {
       std::lock_guard lk(mu_);
       for (auto& [addr, l] : links_)
@@ -180,9 +279,37 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       keys_.erase(id);
       learned_.erase(id);
       up_ids_.erase(id);
+      fresh = removed_.insert(id).second;
     }
+    if (fresh) save_removed();
     if (had) spdlog::warn("cluster peer {} removed ({}): its links are closed", id, why);
     if (had && ev_) ev_(id, false);
+  }
+
+  // removed_ to/from s_.removed_file (watcher and join threads; small, rare writes).
+  void load_removed() {
+    if (s_.removed_file.empty()) return;
+    auto text = util::read_file(s_.removed_file);
+    if (!text) return;
+    std::lock_guard lk(mu_);
+    std::size_t a = 0;
+    while (a < text->size()) {
+      auto b = text->find('\n', a);
+      if (b == std::string::npos) b = text->size();
+      std::string id = text->substr(a, b - a);
+      if (valid_peer_id(id) && id != s_.id) removed_.insert(id);
+      a = b + 1;
+    }
+  }
+  void save_removed() {
+    if (s_.removed_file.empty()) return;
+    std::string out;
+    {
+      std::lock_guard lk(mu_);
+      for (const auto& id : removed_) out += id + "\n";
+    }
+    if (auto r = util::write_file_atomic(s_.removed_file, out, 0600); !r)
+      spdlog::error("cannot write {}: {}", s_.removed_file.string(), r.error().message());
   }
 
   void watcher_loop() {
@@ -437,7 +564,36 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     return reply;
   }
 
-  // ---- joins (work_ thread) -------------------------------------------------------------------
+  // ---- joins (join_work_ thread) --------------------------------------------------------------
+  // On the io thread: the per-source rate limit and the queue bound, before any RSA or
+  // file work; then the join thread, never work_ (which relays publishes and returns).
+  void admit_join(value body, std::shared_ptr<transport::responder> r) {
+    const std::string peer = r->peer().address;
+    const std::string src = host_part(peer);
+    bool ok;
+    {
+      std::lock_guard lk(limit_mu_);
+      ok = per_source_.allow(src, mono_ms());
+    }
+    if (!ok) {
+      shed_.note("rate limit per source address", peer);
+      r->reply(value{{"error", "too many join requests from this address; retry later"}});
+      return;
+    }
+    if (join_queued_.fetch_add(1) >= k_join_queue) {
+      join_queued_.fetch_sub(1);
+      shed_.note("join queue full", peer);
+      r->reply(value{{"error", "busy: too many join requests; retry later"}});
+      return;
+    }
+    asio::post(join_work_, [self = shared_from_this(), body = std::move(body), r, peer] {
+      self->join_queued_.fetch_sub(1);
+      if (self->stopping_) return;
+      const auto cmd = wire::get_text(body, "cmd").value_or("");
+      r->reply(cmd == "cluster/discover" ? self->on_discover(body, peer) : self->on_join(body, peer));
+    });
+  }
+
   value join_refused(const std::string& who, const std::string& why) {
     spdlog::warn("cluster join from {} refused: {}", who, why);
     return value{{"error", why}};
@@ -456,19 +612,36 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     return std::move(*k);
   }
 
+  // Cheap checks first (shape, cluster_id, id, window, the sender's own signature: a
+  // public-key operation), then capacity and the reply budget; the cluster key is read
+  // and the two private-key signatures made only for a discover that gets a token.
   value on_discover(const value& body, const std::string& peer) {
     std::string why;
     auto d = verify_discover(body, s_.cluster_id, s_.id, unix_now(), why);
     const std::string who = d ? d->from + " (" + peer + ")" : peer;
     if (!d) return join_refused(who, why);
-    auto ck = member_key(why);
-    if (!ck) return join_refused(who, why);
+    const std::string src = host_part(peer);
+    if (pending_.full_for(*d, src, unix_now(), why)) {  // join thread only: no lock
+      shed_.note(why, peer);
+      return value{{"error", why}};
+    }
+    {
+      std::lock_guard lk(limit_mu_);
+      if (!reply_budget_.allow("", mono_ms())) why = "busy: too many discovers; retry later";
+    }
+    if (!why.empty()) {
+      shed_.note("discover reply budget", peer);
+      return value{{"error", why}};
+    }
     if (auto cur = peer_key(s_.pki_dir, d->from); cur && cur->public_pem() != crypto::rsa_key::from_public_pem(d->pub_pem)->public_pem())
       return join_refused(who, "id '" + d->from + "' is used by another master key (cluster_pki_dir/peers/" + d->from + ".pub)");
     if (!pending_.fresh_nonce(d->nonce, unix_now())) return join_refused(who, "replayed discover (nonce seen before)");
-    const std::string token = pending_.add(*d, unix_now());  // work_ thread only: no lock
+    auto ck = member_key(why);
+    if (!ck) return join_refused(who, why);
+    auto token = pending_.add(*d, src, unix_now(), why);
+    if (!token) return join_refused(who, why);
     spdlog::info("cluster discover from {}: join token issued (expires in {} s)", who, k_join_token_ttl_s);
-    return make_discover_reply(s_.id, s_.priv, *ck, *d, token);
+    return make_discover_reply(s_.id, s_.priv, *ck, *d, *token);
   }
 
   value on_join(const value& body, const std::string& peer) {
@@ -490,6 +663,13 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     ident.cluster_pem = *pem;
     ident.cluster_pub_pem = ck->public_pem();
     ident.aes = aes->key;
+    bool readmitted;
+    {
+      std::lock_guard lk(mu_);  // a completed join readmits an id removed before
+      readmitted = removed_.erase(j->from) > 0;
+      warned_revived_.erase(j->from);
+    }
+    if (readmitted) save_removed();
     if (auto r = ensure_peer_key(s_.pki_dir, j->from, j->pub_pem); !r)
       return join_refused(who, "cannot record peers/" + j->from + ".pub: " + r.error().message());
     for (const auto& [id, k] : list_peer_keys(s_.pki_dir)) ident.peers[id] = k.public_pem();
@@ -540,6 +720,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       auto pub = std::string(wire::get_text(m.body, "pub").value_or(""));
       auto addr = std::string(wire::get_text(m.body, "addr").value_or(""));
       if (id == s_.id) return true;  // this master's own join (it joined through `from`)
+      bool readmitted = false;
       if (!valid_peer_id(id) || !crypto::rsa_key::from_public_pem(pub)) {
         spdlog::warn("cluster join note from {} malformed; ignored", from);
         return true;
@@ -556,7 +737,10 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       {
         std::lock_guard lk(mu_);
         if (!addr.empty() && addr.size() <= 300) learned_[id] = addr;
+        readmitted = removed_.erase(id) > 0;  // joined again through a member: readmitted
+        warned_revived_.erase(id);
       }
+      if (readmitted) save_removed();
       watch_cv_.notify_all();
       spdlog::info("master {} joined the cluster (through {})", id, from);
       return true;
@@ -625,6 +809,8 @@ result<void> peer_bus::start() {
       [w = std::weak_ptr<impl>(self)](value body, std::shared_ptr<transport::responder> r) {
         auto s = w.lock();
         if (!s || s->stopping_) return;
+        const auto cmd = wire::get_text(body, "cmd").value_or("");
+        if (cmd == "cluster/discover" || cmd == "cluster/join") return s->admit_join(std::move(body), std::move(r));
         asio::post(s->work_, [s, body = std::move(body), r] {
           value reply = s->on_request(body, r->peer().address);
           // A verified hello (or a message on a known link) lifts the transport's
@@ -638,6 +824,7 @@ result<void> peer_bus::start() {
   if (auto r = self->server_->start(); !r) return r;
   self->bound_ = self->server_->bound_port();
   if (self->s_.advertise.empty()) self->s_.advertise = self->s_.bind_host + ":" + std::to_string(self->bound_);
+  self->load_removed();
   self->refresh_keys();
   self->watcher_ = std::thread([self] { self->watcher_loop(); });
   for (const auto& p : self->s_.peers) self->add_link(p);
@@ -666,6 +853,7 @@ void peer_bus::join() {
   auto self = impl_;
   if (self->watcher_.joinable()) self->watcher_.join();
   self->work_.join();
+  self->join_work_.join();
 }
 
 std::uint16_t peer_bus::bound_port() const { return impl_->bound_; }
@@ -765,6 +953,21 @@ awaitable<void> join_co(join_run* run) {
       client->close();
       run->out = result<bool>(boost::system::in_place_error, boost::system::errc::make_error_code(boost::system::errc::permission_denied));
       co_return;
+    }
+    // A readable shared cluster_pki_dir lists the current members: a master that still
+    // holds cluster.pem but whose peers/<id>.pub is gone (removed) is not asked to join
+    // us, and learns nothing (docs/security.md section 6).
+    if (!pin.shared_pub_pem.empty()) {
+      auto listed = peer_key(s.pki_dir, dr->from);
+      auto answered = crypto::rsa_key::from_public_pem(dr->peer_pub_pem);
+      if (!listed || !answered || listed->public_pem() != answered->public_pem()) {
+        spdlog::warn("cluster join: {} answered via {} but is not a current member (cluster_pki_dir/peers/{}.pub {}); "
+                     "not joining through it",
+                     dr->from, addr, dr->from, listed ? "holds another key" : "is missing");
+        skipped.push_back(addr + ": " + dr->from + " is not a current member (not in cluster_pki_dir/peers)");
+        client->close();
+        continue;
+      }
     }
     auto jr = co_await client->request(make_join(s.id, s.priv, *dr, s.secret.value_or("")), s.timeout);
     client->close();

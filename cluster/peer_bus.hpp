@@ -7,7 +7,12 @@
 // (re)established, and are sent in order, in batches, each batch acknowledged; a link
 // that fails reconnects with jittered back-off (0.5 s doubling to 10 s). A peer whose
 // peers/<id>.pub disappears is dropped (its links closed, its queue discarded), checked
-// every 2 s. RSA and file reads run on the bus's own thread, never on an io thread.
+// every 2 s; a peers/<id>.pub that reappears for a peer seen removed is ignored until that
+// id completes a join again (a removed master restarting cannot recreate its membership).
+// RSA and file reads run on the bus's own thread, never on an io thread. cluster/discover
+// and cluster/join (unauthenticated senders) are rate-limited per source address on the
+// io thread, before any RSA or file work, and handled on a separate bounded join thread,
+// so a discover flood cannot delay the publish/return relay (docs/security.md section 5).
 // Thread-safety: every public member may be called from any thread.
 #pragma once
 #include <boost/asio/io_context.hpp>
@@ -44,6 +49,14 @@ struct bus_settings {
   // Called (on the bus thread; keep it short) after this master accepted a join:
   // the new master's id and its bus address "host:port".
   std::function<void(const std::string& id, const std::string& addr)> on_joined;
+  // Called on the watcher thread (keep it short: post work elsewhere) when peers/<id>.pub
+  // files of known peers disappeared, after those peers were dropped from the bus; one
+  // call per watcher pass (2 s), so a burst of deletions is one call. Not called for
+  // drop_peer() (salt-run cluster.remove rotates itself).
+  std::function<void(const std::vector<std::string>& ids)> on_removed;
+  // Where the ids of removed peers are kept across restarts (one per line; "" = memory
+  // only): the master's own pki_dir, not the share a removed master may still write.
+  std::filesystem::path removed_file;
 };
 
 // Joiner side: discover/join through the configured peers, one at a time, before the bus

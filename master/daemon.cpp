@@ -288,6 +288,11 @@ int run_master(const config::master_config& cfg) {
       if (!pool.submit([core, id, addr] { core->lb_add_joined(id, addr); }))
         spdlog::warn("master {} joined: load balancer update skipped (worker queue full)", id);
     };
+    bs.removed_file = cfg.pki_dir / "cluster_removed_peers";
+    bs.on_removed = [core, &peer_control](const std::vector<std::string>& ids) {
+      if (!peer_control.submit([core, ids] { core->on_peers_removed(ids); }))
+        spdlog::error("cluster peer removal: AES rotation skipped (control queue full)");
+    };
     bus = std::make_unique<cluster::peer_bus>(
         io, std::move(bs),
         [core, &peer_control](const std::string& from, const std::string& type, const value& body) {

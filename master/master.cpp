@@ -332,6 +332,28 @@ result<void> master_core::rotate_aes(const std::string& why) {
   return {};
 }
 
+void master_core::on_peers_removed(const std::vector<std::string>& ids) {
+  if (!clustered() || ids.empty()) return;
+  std::string list;
+  for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+  if (local_copy_) {  // the share's members rotate; the new key reaches us over the bus
+    spdlog::warn("cluster peer(s) {} removed (peers/<id>.pub deleted)", list);
+    return;
+  }
+  // Every member sees the deletion: one rotation. If .aes was written after peers/ last
+  // changed, a master (or salt-run cluster.remove) rotated after the removal already.
+  const fs::path cdir = *cfg_.cluster_pki_dir;
+  std::error_code e1, e2;
+  const auto removed_at = fs::last_write_time(cdir / "peers", e1);
+  const auto aes_at = fs::last_write_time(cdir / ".aes", e2);
+  (void)reload_cluster_aes(false);
+  if (!e1 && !e2 && aes_at >= removed_at) {
+    spdlog::info("cluster peer(s) {} removed (peers/<id>.pub deleted); the AES key was rotated since", list);
+    return;
+  }
+  (void)rotate_aes("cluster_pki_dir/peers/" + (ids.size() == 1 ? ids[0] + ".pub" : "{" + list + "}.pub") + " deleted");
+}
+
 bool master_core::reload_cluster_aes(bool force) {
   if (!clustered()) return false;
   std::lock_guard flk(aes_file_mu_);

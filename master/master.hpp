@@ -132,6 +132,10 @@ class master_core {
   // A peer link came up: a local-copy master asks it for the minion keys.
   void on_peer_up(const std::string& id);
   bool local_copy() const noexcept { return local_copy_; }
+  // peers/<id>.pub of these peers was deleted (the bus dropped them already): rotate the
+  // cluster AES key unless .aes changed after the deletion (another master rotated it).
+  // Blocking (shared file system): run on the control thread.
+  void on_peers_removed(const std::vector<std::string>& ids);
   // Load balancer (cluster_lb_admin): add a master that joined through this one to the
   // HAProxy backends through the runtime API, or log the exact lines to add; take one
   // out (cluster.remove). Blocking (a socket round trip): run on a worker.

@@ -14,6 +14,9 @@
 //                    (after checking it as a member would) with a join-reply made and
 //                    signed by --reply-as instead. Prints "listening on <port>", then
 //                    one line per request; runs until killed.
+//   make-discovers   writes --count valid cluster/discover bodies (ids <--id>-0..N-1, one
+//                    key, fresh nonces) as one msgpack array to --out, for a flood sent by
+//                    a test from chosen source addresses (tests/e2e/test_hardening_cluster.py).
 // Client modes print one line per exchange, "<step>: ok <cmd>" or "<step>: error
 // <reason>", and exit 0 when every request got a reply (refusals included), 1 otherwise.
 #include <CLI/CLI.hpp>
@@ -32,6 +35,7 @@
 #include "core/crypto/rsa.hpp"
 #include "core/transport/transport.hpp"
 #include "core/util/files.hpp"
+#include "core/wire/msgpack.hpp"
 
 namespace cl = sylvite::cluster;
 namespace crypto = sylvite::crypto;
@@ -83,6 +87,18 @@ struct client_opts {
   std::string id, cluster_id, addr = "127.0.0.1:1", secret;
   fs::path key;
 };
+
+int make_discovers(const client_opts& o, int count, const fs::path& out) {
+  const crypto::rsa_key me = load_priv(o.key);
+  value all = value::array();
+  for (int i = 0; i < count; ++i)
+    all.push_back(cl::make_discover(o.cluster_id, o.id + "-" + std::to_string(i), me.public_pem(), o.addr, me,
+                                    crypto::uuid4_hex(), now()));
+  if (auto w = sylvite::util::write_file_atomic(out, wire::pack(all, wire::packing::frame), 0600); !w)
+    die("cannot write " + out.string() + ": " + w.error().message());
+  std::cout << "wrote " << count << " discovers to " << out.string() << std::endl;
+  return 0;
+}
 
 int run_client(const std::string& mode, const client_opts& o) {
   const transport::endpoint ep{o.host, static_cast<std::uint16_t>(o.port), {}};
@@ -183,6 +199,14 @@ int main(int argc, char** argv) {
     sub->add_option("--secret", c.secret, "cluster_secret sent in the join");
     sub->add_option("--addr", c.addr, "bus address announced in the discover (default 127.0.0.1:1)");
   }
+  int count = 0;
+  fs::path out;
+  auto* gen = app.add_subcommand("make-discovers", "write valid discover bodies for a flood");
+  gen->add_option("--id", c.id, "id prefix")->required();
+  gen->add_option("--cluster-id", c.cluster_id, "cluster_id")->required();
+  gen->add_option("--key", c.key, "the signing private key (PEM)")->required();
+  gen->add_option("--count", count, "how many")->required();
+  gen->add_option("--out", out, "output file (msgpack array)")->required();
   peer_opts p;
   auto* fake = app.add_subcommand("fake-peer", "serve discover/join as a fake member");
   fake->add_option("--listen-port", p.listen_port, "port to listen on, 127.0.0.1 (0: any)");
@@ -195,6 +219,7 @@ int main(int argc, char** argv) {
   fake->add_option("--secret", p.secret, "cluster_secret the join must carry");
   CLI11_PARSE(app, argc, argv);
   if (fake->parsed()) return run_fake_peer(p);
+  if (gen->parsed()) return make_discovers(c, count, out);
   for (auto* sub : app.get_subcommands()) return run_client(sub->get_name(), c);
   return 2;
 }
