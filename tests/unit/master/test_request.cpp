@@ -3,6 +3,7 @@
 // key events and the maintenance tick.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <tuple>
 
@@ -82,6 +83,26 @@ TEST_F(core_fixture, body_refusals) {
                                        {"version", 3}},
                                  "t"),
             value("bad load: id contains a null byte"));
+}
+
+// Issue 14 item 8: request_server_ttl defaults to 300 s and refuses a ts that is too old
+// or too far in the future (a replayed request, or a minion clock that is off).
+TEST_F(core_fixture, request_server_ttl_refuses_old_and_future_ts) {
+  EXPECT_EQ(core->cfg().request_server_ttl, 300);
+  login(m1);
+  auto body_with_ts = [&](std::int64_t ts) {
+    value load{{"cmd", "_mine"}, {"data", value::object()}, {"nonce", kNonce}, {"ts", ts},
+               {"tok", wire::make_bin(m1.tok())}, {"id", "m1"}};
+    auto c = crypto::crypticle::from_key_string(m1.session);
+    return value{{"enc", "aes"}, {"load", wire::make_bin(c->dumps(load))}, {"version", 3}, {"id", "m1"}};
+  };
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  EXPECT_EQ(core->handle_request(body_with_ts(now - 301), "t"), value("bad load"));
+  EXPECT_EQ(core->handle_request(body_with_ts(now + 301), "t"), value("bad load"));
+  auto ok = core->handle_request(body_with_ts(now - 5), "t");
+  auto r = m1.open_reply(ok, kNonce, m1.session);
+  ASSERT_TRUE(r) << ok.dump();
+  EXPECT_EQ(*r, value(true));
 }
 
 TEST_F(core_fixture, envelope_refusals) {
