@@ -348,11 +348,6 @@ int run_master(const config::master_config& cfg) {
     }
     spdlog::info("health endpoint on {}:{} (/health, /ready)", host, health->bound_port());
   }
-  spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port), CLI socket {}", host,
-               req.bound_port(), host, pub.bound_port(), cli_socket_path(cfg.sock_dir).string());
-
-  bool stopping = false;
-  asio::steady_timer timer(io);
   if (!drop_privileges(cfg)) {
     if (health) health->stop();
     cli.stop();
@@ -361,6 +356,11 @@ int run_master(const config::master_config& cfg) {
     if (bus) bus->stop();
     return 1;
   }
+  spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port), CLI socket {}", host,
+               req.bound_port(), host, pub.bound_port(), cli_socket_path(cfg.sock_dir).string());
+
+  bool stopping = false;
+  asio::steady_timer timer(io);
   std::function<void()> arm;
   arm = [&] {
     timer.expires_after(std::chrono::seconds(5));

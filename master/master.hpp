@@ -285,6 +285,11 @@ class master_core {
   std::int64_t pub_serial_ = 0;  // last publish serial sent (time, us); under publish_mu_
   sys_clock::time_point last_clean_{};
   std::shared_ptr<cli_state> cli_;  // shared_ptr: type-erased deleter (incomplete here)
+  // Sign-in limits (request.cpp handle_auth; made on first use): unaccepted_auth_rate per
+  // source and max_pending_keys.
+  std::once_flag auth_limits_once_;
+  std::shared_ptr<source_limiter> unaccepted_limit_;
+  std::shared_ptr<pending_counter> pending_count_;
 };
 
 // Pure helpers (tests).
@@ -295,8 +300,3 @@ std::string wrap_publish_payload(const wire::value& load, const crypto::crypticl
 wire::value make_publish_load(const publish_request& req, const std::string& jid);
 
 }  // namespace sylvite::master
-  // Sign-in limits (request.cpp handle_auth; made on first use): unaccepted_auth_rate per
-  // source and max_pending_keys.
-  std::once_flag auth_limits_once_;
-  std::shared_ptr<source_limiter> unaccepted_limit_;
-  std::shared_ptr<pending_counter> pending_count_;
