@@ -10,7 +10,6 @@ second line; every refusal is awaited in the minion's log (bounded waits, no sle
 """
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
