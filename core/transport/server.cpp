@@ -255,10 +255,14 @@ bool server_session::drain_frames() {
   return true;
 }
 
-bool server_session::charge_pre_auth() {
+bool server_session::charge_pre_auth(std::size_t incoming) {
   if (authenticated() || !opt_->pre_auth_budget || opt_->pre_auth_max_frame_size == 0) return true;
-  const std::size_t buffered = parser_.buffered();
-  const std::size_t want = buffered > opt_->pre_auth_max_frame_size ? buffered - opt_->pre_auth_max_frame_size : 0;
+  // Charged on the buffer's capacity, the memory it really holds (growth doubles it),
+  // before feeding `incoming` more bytes, so the budget is checked before the buffer
+  // grows; between frames a big buffer is released rather than kept charged.
+  if (!parser_.in_frame() && parser_.capacity() > opt_->pre_auth_max_frame_size) parser_.release_memory();
+  const std::size_t held = incoming ? parser_.capacity_after(incoming) : parser_.capacity();
+  const std::size_t want = held > opt_->pre_auth_max_frame_size ? held - opt_->pre_auth_max_frame_size : 0;
   if (want > budget_charged_) {
     if (!opt_->pre_auth_budget->take(want - budget_charged_)) {
       if (const auto n = budget_log.hit()) {
@@ -285,7 +289,7 @@ void server_session::resume_reading() {
     return;
   paused_ = false;
   if (!drain_frames()) return;
-  if (!charge_pre_auth()) return;
+  if (!charge_pre_auth(0)) return;
   wait_readable();
 }
 
@@ -315,9 +319,10 @@ void server_session::on_readable(const error_code& wait_ec) {
       return;
     }
     last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
+    if (!charge_pre_auth(n)) return;
     parser_.feed(std::string_view(buf.data(), n));
     if (!drain_frames()) return;
-    if (!charge_pre_auth()) return;
+    if (!charge_pre_auth(0)) return;
     if (n < buf.size()) break;  // drained
   }
   wait_readable();

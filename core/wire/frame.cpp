@@ -11,6 +11,7 @@
 // soon as a declared length, or the buffered part of the frame, passes it.
 #include "core/wire/frame.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace sylvite::wire {
@@ -53,6 +54,9 @@ void frame_parser::feed(std::string_view data) {
       pos_ = 0;
       if (buf_.empty() && buf_.capacity() > keep_capacity) std::string().swap(buf_);
     }
+    // Explicit doubling (what capacity_after() predicts), not the library's policy.
+    if (buf_.size() + data.size() > buf_.capacity())
+      buf_.reserve(std::max(buf_.size() + data.size(), 2 * buf_.capacity()));
     buf_.append(data);
   } catch (const std::exception&) {  // bad_alloc / length_error
     poisoned_ = errc::too_large;

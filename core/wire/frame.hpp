@@ -6,6 +6,7 @@
 // a map without head/body is an error after which the connection must be closed.
 // Thread-safety: one parser per connection, not shared.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -37,6 +38,23 @@ class frame_parser {
   bool in_frame() const noexcept { return buffered() > 0 && !poisoned_; }
   // Bytes the parser's buffer holds (its capacity), for memory accounting.
   std::size_t capacity() const noexcept { return buf_.capacity(); }
+  // The buffer's capacity once feed() of n more bytes has run (growth is by doubling,
+  // done explicitly so this prediction is exact): a caller can charge the memory before
+  // it is allocated.
+  std::size_t capacity_after(std::size_t n) const noexcept {
+    std::size_t size = buf_.size();
+    if (pos_ > 0 && pos_ >= buf_.size() - pos_) size -= pos_;  // feed() compacts first
+    const std::size_t cap = buf_.capacity();
+    if (size + n <= cap) return cap;
+    return std::max(size + n, 2 * cap);
+  }
+  // Free the buffer if nothing is buffered (a connection between frames).
+  void release_memory() noexcept {
+    if (buffered() == 0) {
+      std::string().swap(buf_);
+      pos_ = 0;
+    }
+  }
   // Append received bytes.
   void feed(std::string_view data);
   // Next complete frame; empty optional if more bytes are needed. On error the parser

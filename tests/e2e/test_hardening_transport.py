@@ -174,6 +174,7 @@ def test_pre_auth_flood_memory_bounded_and_minion_answers(env, kind):
     assert len(results) == 4 and all(r[0] != "completed" for r in results), results
     grow_rss = (peak[0] - base_rss) * 1024
     grow_hwm = (status_kib(pid, "VmHWM") - base_hwm) * 1024
+    print(f"\n{kind}: VmRSS +{grow_rss / MIB:.1f} MiB (sampled peak), VmHWM +{grow_hwm / MIB:.1f} MiB")
     assert grow_rss < 64 * MIB, f"VmRSS grew {grow_rss / MIB:.1f} MiB ({kind})"
     assert grow_hwm < 64 * MIB, f"VmHWM grew {grow_hwm / MIB:.1f} MiB ({kind})"
     log = (master.root / "master.log").read_text(errors="replace")

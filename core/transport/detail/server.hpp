@@ -77,7 +77,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   void wait_readable();
   void on_readable(const error_code& ec);
   bool drain_frames();       // false: closed or paused
-  bool charge_pre_auth();    // false: closed (budget exhausted)
+  bool charge_pre_auth(std::size_t incoming);  // false: closed (budget exhausted)
   void release_budget() noexcept;
   void resume_reading();
   wire::limits current_limits() const noexcept;
