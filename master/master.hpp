@@ -20,11 +20,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config/config.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/pki/key_store.hpp"
+#include "core/util/rate_limit.hpp"
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
 #include "master/event_hub.hpp"
@@ -290,9 +292,13 @@ class master_core {
   std::once_flag auth_limits_once_;
   std::shared_ptr<source_limiter> unaccepted_limit_;
   std::shared_ptr<pending_counter> pending_count_;
+  util::log_limiter minion_tag_log_;  // blacklisted _minion_event tags
 };
 
 // Pure helpers (tests).
+// False for tags a minion may not fire (Salt's MINION_EVENT_BLACKLIST: job publishes and
+// returns, keys, runners, wheel, cloud, the cluster).
+bool valid_minion_tag(std::string_view tag);
 // Wrap a publish load into the salt_payload bytes that form the frame body.
 std::string wrap_publish_payload(const wire::value& load, const crypto::crypticle& aes,
                                  const crypto::rsa_key* sign_key, std::string_view sig_algo_name);

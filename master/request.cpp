@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "core/crypto/rsa.hpp"
+#include "core/match/match.hpp"
 #include "core/wire/msgpack.hpp"
 #include "master/auth.hpp"
 #include "master/master.hpp"
@@ -337,6 +338,17 @@ value master_core::handle_pillar(const value& load) {
   return pillar;
 }
 
+// salt.daemons.masterapi.MINION_EVENT_BLACKLIST (3008.5), fnmatch semantics.
+bool valid_minion_tag(std::string_view tag) {
+  static constexpr std::string_view blacklist[] = {
+      "salt/job/*/publish", "salt/job/*/new", "salt/job/*/return", "salt/key",       "salt/cloud/*",
+      "salt/run/*",         "salt/cluster/*", "salt/wheel/*/new",  "salt/wheel/*/return"};
+  for (auto b : blacklist) {
+    if (match::glob_match(b, tag)) return false;
+  }
+  return true;
+}
+
 namespace {
 // salt.utils.jid.is_jid: 20 digits, optionally followed by "_<suffix>".
 bool is_jid(const std::string& jid) {
@@ -417,16 +429,27 @@ value master_core::dispatch_aes(const std::string& cmd, value& load, int /*versi
   if (cmd == "_minion_event") {
     auto id_v = wire::get_text(load, "id");
     if (!id_v) return value::object();
+    // A minion may not fire the master's own tags (job publishes, keys, runners, the
+    // cluster): Salt's MINION_EVENT_BLACKLIST (CVE-2025-22239 class). Salt filters only
+    // the "events" form; both forms are filtered here.
+    auto fire = [&](std::string_view tag, const value* data) {
+      if (!valid_minion_tag(tag)) {
+        if (auto n = minion_tag_log_.hit()) {
+          spdlog::warn("filtering blacklisted event tag '{}' from minion '{}' ({} such event(s) in the last 10 s)", tag,
+                       *id_v, n);
+        }
+        return;
+      }
+      hub_.fire(std::string(tag), data ? *data : value(nullptr));
+    };
     if (const value* evs = wire::find(load, "events"); evs && evs->is_array()) {
       for (const auto& ev : *evs) {
         auto tag = wire::get_text(ev, "tag");
         if (!tag) continue;
-        const value* data = wire::find(ev, "data");
-        hub_.fire(std::string(*tag), data ? *data : value(nullptr));
+        fire(*tag, wire::find(ev, "data"));
       }
     } else if (auto tag = wire::get_text(load, "tag")) {
-      const value* data = wire::find(load, "data");
-      hub_.fire(std::string(*tag), data ? *data : value(nullptr));
+      fire(*tag, wire::find(load, "data"));
     }
     return nullptr;
   }

@@ -243,6 +243,29 @@ TEST_F(core_fixture, minion_event_is_fired) {
   EXPECT_EQ(tags, std::vector<std::string>{"salt/minion/m1/start"});
 }
 
+TEST_F(core_fixture, minion_event_master_tags_are_filtered) {
+  login(m1);
+  std::vector<std::string> tags;
+  core->hub().subscribe_all([&](const std::string& tag, const value&) { tags.push_back(tag); });
+  value events = value::array();
+  for (const char* t : {"salt/job/20260101000000000000/new", "salt/key", "salt/run/1/new", "salt/cluster/peer/x",
+                        "salt/job/1/publish", "salt/wheel/1/return", "custom/m1/ok"}) {
+    events.push_back(value{{"tag", t}, {"data", value::object()}});
+  }
+  EXPECT_EQ(call(m1, value{{"cmd", "_minion_event"}, {"events", events}}), value(nullptr));
+  EXPECT_EQ(call(m1, value{{"cmd", "_minion_event"}, {"tag", "salt/job/1/return"}, {"data", "x"}}), value(nullptr));
+  EXPECT_EQ(tags, std::vector<std::string>{"custom/m1/ok"});
+}
+
+TEST(MinionTag, SaltBlacklist) {
+  EXPECT_FALSE(master::valid_minion_tag("salt/job/20260101000000000000/new"));
+  EXPECT_FALSE(master::valid_minion_tag("salt/key"));
+  EXPECT_FALSE(master::valid_minion_tag("salt/cloud/x/created"));
+  EXPECT_TRUE(master::valid_minion_tag("salt/job/20260101000000000000/ret/m1"));
+  EXPECT_TRUE(master::valid_minion_tag("salt/minion/m1/start"));
+  EXPECT_TRUE(master::valid_minion_tag("salt/keyx"));
+}
+
 TEST_F(core_fixture, master_opts_has_mandatory_keys) {
   login(m1);
   auto r = call(m1, value{{"cmd", "_master_opts"}});
