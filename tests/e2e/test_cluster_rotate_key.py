@@ -5,6 +5,8 @@ verify_master_pubkey_sign and hold master_sign.pub:
   - the runner writes a new cluster.pem/cluster.pub on the share, keeps the old pair as
     cluster.pem.old/cluster.pub.old, reports old and new fingerprints and the members it
     told, and rotates the cluster AES key;
+  - a third master joined with a local-copy cluster_pki_dir gets the new key sealed to its
+    peers/<id>.pub and writes it into its copy;
   - both masters serve the new key (the peer logs the reload), every minion re-authenticates,
     verifies the new key's signature, replaces minion_master.pub with the new cluster.pub and
     answers test.ping from each master;
@@ -19,7 +21,7 @@ import time
 
 import pytest
 
-from clusterlab import LocalCluster, master_logs as logs
+from clusterlab import LocalCluster, master_logs as logs, peer_states
 from sylvite_harness import BIN, Proc, copy_key_pair, free_port, gen_key_pair, wait_for
 
 SECRET = "rotate-s3cret"
@@ -76,6 +78,18 @@ def test_rotate_key_minions_follow_old_key_refused(env, cluster):
     for n in MINIONS:
         assert (env.root / n / "pki" / "minion_master.pub").read_text().strip() == old_pub.strip()
     pub_conns = {name: int(row["scur"]) for name, row in cluster.server_status("salt_publish").items()}
+    # a third master joins through cm1 with a local-copy cluster_pki_dir (not behind HAProxy)
+    cm3 = env.master("cm3", root_dir="/", cluster_id=CLUSTER_ID, cluster_peers=[f"127.0.0.1:{cluster.pool_ports['cm1']}"],
+                     cluster_pool_port=free_port(), cluster_pki_dir=str(env.root / "cm3" / "cpki"),
+                     cachedir=str(cluster.shared / "cache"), cluster_secret=SECRET,
+                     cluster_pub_fingerprint=hashlib.sha256((pki / "cluster.pub").read_bytes()).hexdigest(),
+                     file_roots={"base": [str(cluster.shared / "srv" / "salt")]},
+                     pillar_roots={"base": [str(cluster.shared / "srv" / "pillar")]})
+    cm3.start()
+    cm3.wait_ready()
+    cpki3 = env.root / "cm3" / "cpki"
+    assert (cpki3 / ".sylvite-local-copy").exists()
+    wait_for(lambda: peer_states(cm2).get("cm3") == "up", 30, "cm2's link to cm3")
 
     # rotate on cm2
     r = cm2.salt_run("cluster.rotate_key", "--out", "json")
@@ -88,12 +102,19 @@ def test_rotate_key_minions_follow_old_key_refused(env, cluster):
     assert (pki / "cluster.pem.old").read_text() == old_pem
     assert (pki / "cluster.pub.old").read_text().strip() == old_pub.strip()
     assert ret["old_fingerprint"] != ret["new_fingerprint"]
-    assert ret["members_told"] == ["cm1"], ret
+    assert ret["members_told"] == ["cm1", "cm3"], ret
     assert ret["aes_rotated"] is True, ret
     assert ret["master_pubkey_signature"].startswith("re-made"), ret
     # cm1 (told over the bus) reloads the key from the share
     wait_for(lambda: re.search(r"Loaded the rotated cluster key pair \(rotated by cluster peer cm2\)", logs(cm1)), 20,
              "cm1 to load the new cluster key")
+
+    # cm3 (local copy) gets the key sealed to its peers/cm3.pub and writes its copy
+    wait_for(lambda: (cpki3 / "cluster.pub").read_text() == new_pub, 20, "cm3's local copy to hold the new key")
+    assert (cpki3 / "cluster.pem").read_text() == (pki / "cluster.pem").read_text()
+    assert (cpki3 / "cluster.pem.old").read_text() == old_pem
+    wait_for(lambda: re.search(r"Loaded the rotated cluster key pair \(from cluster peer cm2, local copy\)", logs(cm3)),
+             20, "cm3 to load the new cluster key")
 
     # the first publish under the new AES key makes every minion re-authenticate (as in
     # Salt, no publish no re-auth); each verifies the signed new key and keeps answering
