@@ -437,6 +437,16 @@ bool master_core::reload_cluster_aes(bool force) {
   if (!af) return false;
   aes_mtime_ = af->mtime;
   if (af->key == aes_->current()->crypt.key_string()) return false;
+  // salt-run cluster.rotate_key rotates .aes after the key pair: a member on the share
+  // that missed the bus message (link down) meets the new pair here.
+  if (!local_copy_) {
+    auto text = util::read_file(*cfg_.cluster_pki_dir / "cluster.pem");
+    if (text) {
+      if (auto k = crypto::rsa_key::from_private_pem(*text);
+          k && crypto::clean_key(k->public_pem()) != mkeys()->pub_clean())
+        use_cluster_key(std::move(*k), " (cluster_pki_dir/cluster.pem changed)");
+    }
+  }
   return use_cluster_aes(af->key, "");
 }
 
