@@ -95,6 +95,38 @@ result<cluster_keys> load_or_create_cluster_keys(const fs::path& dir, int keysiz
   return out;
 }
 
+result<key_rotation> rotate_cluster_keys(const fs::path& dir, int keysize, const std::optional<std::string>& new_pem) {
+  key_rotation out;
+  if (new_pem) {
+    auto k = crypto::rsa_key::from_private_pem(*new_pem);
+    if (!k) return k.error();
+    out.priv = std::move(*k);
+  } else {
+    auto k = crypto::rsa_key::generate(keysize);
+    if (!k) return k.error();
+    out.priv = std::move(*k);
+  }
+  if (!out.priv.has_private()) return make_error_code(errc::unreadable);
+  out.pub_pem = out.priv.public_pem();
+  util::file_lock lk(dir / ".aes.lock");
+  if (!lk.locked()) return make_error_code(errc::lock_failed);
+  const fs::path pem = dir / "cluster.pem";
+  const fs::path pub = dir / "cluster.pub";
+  if (auto old = util::read_file(pem)) {
+    if (auto w = util::write_file_atomic(dir / "cluster.pem.old", *old, 0400); !w) return w.error();
+    if (auto k = crypto::rsa_key::from_private_pem(*old)) out.old_pub_pem = k->public_pem();
+  }
+  if (auto oldpub = util::read_file(pub)) {
+    if (out.old_pub_pem.empty()) out.old_pub_pem = *oldpub;
+    if (auto w = util::write_file_atomic(dir / "cluster.pub.old", *oldpub, 0644); !w) return w.error();
+  }
+  // cluster.pem first: a master starting between the two renames derives cluster.pub
+  // from it (load_or_create_cluster_keys), never pairs the old pem with the new pub.
+  if (auto w = util::write_file_atomic(pem, out.priv.private_pem(), 0400); !w) return w.error();
+  if (auto w = util::write_file_atomic(pub, out.pub_pem, 0644); !w) return w.error();
+  return out;
+}
+
 result<aes_file> read_aes(const fs::path& dir) {
   const fs::path p = dir / ".aes";
   return with_retries([&]() -> result<aes_file> {

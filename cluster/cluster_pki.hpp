@@ -45,6 +45,20 @@ struct cluster_keys {
 // Load cluster.pem (and make sure cluster.pub matches it), or create both once.
 result<cluster_keys> load_or_create_cluster_keys(const std::filesystem::path& dir, int keysize);
 
+// Rotate the cluster key pair (salt-run cluster.rotate_key): under the .aes.lock rotation
+// lock, keep the current pair as cluster.pem.old / cluster.pub.old, then write a new pair
+// of `keysize` bits (temp + fsync + rename: readers see the old or the new file). With
+// `new_pem` set (a local copy installing the key a member sent) that key is written
+// instead of a generated one. Errors: lock, generate, parse or write failures; on a
+// failure before cluster.pem is renamed the old pair stays in place.
+struct key_rotation {
+  std::string old_pub_pem;  // "" if there was no cluster.pub
+  crypto::rsa_key priv;     // the new cluster key
+  std::string pub_pem;      // the new cluster.pub
+};
+result<key_rotation> rotate_cluster_keys(const std::filesystem::path& dir, int keysize,
+                                         const std::optional<std::string>& new_pem = std::nullopt);
+
 struct aes_file {
   std::string key;                        // Crypticle key string
   std::filesystem::file_time_type mtime;  // of .aes when read

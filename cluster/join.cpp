@@ -55,6 +55,29 @@ std::string join_proof(const std::string& secret, const std::string& j, const st
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
+
+std::string norm_fp(const std::string& f) {
+  std::string out;
+  for (unsigned char c : f)
+    if (c != ':' && !std::isspace(c)) out.push_back(static_cast<char>(std::tolower(c)));
+  return out;
+}
+
+bool same_pem(const std::string& a, const std::string& b) { return trim(a) == trim(b); }
+
+// The envelope every handshake message shares: a map; for replies, no {error: ...} from
+// the peer; `cmd` ("cluster/<name>", refused as "not a <name>"); for requests, v 1.
+bool envelope_ok(const value& body, std::string_view cmd, bool reply, std::string& why) {
+  if (!body.is_object()) return why = "not a map", false;
+  if (reply) {
+    if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), false;
+  }
+  if (text_field(body, "cmd") != cmd) return why = "not a " + std::string(cmd.substr(cmd.find('/') + 1)), false;
+  if (!reply && wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", false;
+  return true;
+}
+}  // namespace
+
 // Hybrid seal to a public key: a fresh Crypticle key OAEP-encrypted, the text under it.
 value seal_to(const crypto::rsa_key& pub, const std::string& plain) {
   const std::string ks = crypto::crypticle::generate_key_string();
@@ -83,28 +106,6 @@ std::optional<std::string> open_sealed(const crypto::rsa_key& priv, const value*
   if (!t) return std::nullopt;
   return std::string(*t);
 }
-
-std::string norm_fp(const std::string& f) {
-  std::string out;
-  for (unsigned char c : f)
-    if (c != ':' && !std::isspace(c)) out.push_back(static_cast<char>(std::tolower(c)));
-  return out;
-}
-
-bool same_pem(const std::string& a, const std::string& b) { return trim(a) == trim(b); }
-
-// The envelope every handshake message shares: a map; for replies, no {error: ...} from
-// the peer; `cmd` ("cluster/<name>", refused as "not a <name>"); for requests, v 1.
-bool envelope_ok(const value& body, std::string_view cmd, bool reply, std::string& why) {
-  if (!body.is_object()) return why = "not a map", false;
-  if (reply) {
-    if (auto e = wire::get_text(body, "error")) return why = "refused by the peer: " + std::string(*e), false;
-  }
-  if (text_field(body, "cmd") != cmd) return why = "not a " + std::string(cmd.substr(cmd.find('/') + 1)), false;
-  if (!reply && wire::get_int(body, "v").value_or(0) != 1) return why = "unsupported version", false;
-  return true;
-}
-}  // namespace
 
 // ---- discover ---------------------------------------------------------------------------------
 value make_discover(const std::string& cluster_id, const std::string& my_id, const std::string& my_pub_pem,

@@ -207,4 +207,10 @@ bool is_local_copy(const std::filesystem::path& dir);
 // shared file system) is not membership: that master joins through the handshake too.
 bool is_member_dir(const std::filesystem::path& dir, const std::string& id);
 
+// Hybrid seal of `plain` to a public key ({k: OAEP-SHA1(pub, fresh Crypticle key),
+// d: Crypticle.dumps(plain)}) and its opening (nullopt on any failure). The join reply
+// and salt-run cluster.rotate_key send private keys this way.
+wire::value seal_to(const crypto::rsa_key& pub, const std::string& plain);
+std::optional<std::string> open_sealed(const crypto::rsa_key& priv, const wire::value* sealed);
+
 }  // namespace sylvite::cluster

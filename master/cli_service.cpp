@@ -18,6 +18,8 @@
 #include "master/master.hpp"
 #include "master/runners.hpp"
 #include "cluster/cluster_pki.hpp"
+#include "cluster/join.hpp"
+#include "master/master_sign.hpp"
 #include "core/util/files.hpp"
 
 namespace sylvite::master {
@@ -328,6 +330,76 @@ std::vector<std::string> master_core::ping_all(std::chrono::seconds timeout) {
   return {got.begin(), got.end()};
 }
 
+std::pair<value, int> master_core::rotate_cluster_key() {
+  // docs/security.md section 6: new cluster key pair on the share, every member told over
+  // the bus (a local copy gets the key sealed to its peers/<id>.pub), the minions' pub_sig
+  // re-made for the new key, then the cluster AES key rotated so every minion signs in
+  // again and meets the new key.
+  if (!clustered()) return {"This master is not in a cluster (cluster_id is not set)", 1};
+  if (local_copy_)
+    return {"cluster_pki_dir of this master is a local copy (made by a join): run salt-run cluster.rotate_key on a "
+            "master whose cluster_pki_dir is the shared directory",
+            1};
+  const std::filesystem::path cdir = *cfg_.cluster_pki_dir;
+  auto fp = [](const std::string& pem) {
+    auto f = crypto::pem_fingerprint(pem, "sha256");
+    return f ? *f : std::string("?");
+  };
+  // Sealed copies for every other member, made before anything changes (a peer key that
+  // cannot be read is reported, not fatal: a member on the share reads the file).
+  auto peers = cluster::list_peer_keys(cdir);
+  std::unique_lock flk(aes_file_mu_);
+  auto rot = cluster::rotate_cluster_keys(cdir, cfg_.keysize);
+  if (!rot) {
+    spdlog::error("salt-run cluster.rotate_key failed: {}", rot.error().message());
+    return {"cannot rotate the cluster key pair in " + cdir.string() + ": " + rot.error().message() +
+                " (the old key pair is still in use)",
+            1};
+  }
+  flk.unlock();
+  value sealed = value::object();
+  value told = value::array();
+  for (const auto& [id, pub] : peers) {
+    if (id == cfg_.id) continue;
+    sealed[id] = cluster::seal_to(pub, rot->priv.private_pem());
+    told.push_back(id);
+  }
+  const std::string new_pub = rot->pub_pem;
+  use_cluster_key(rot->priv, " (salt-run cluster.rotate_key)");
+  if (peers_) peers_->broadcast("cluster-key", value{{"pub", new_pub}, {"sealed", sealed}});
+  value ret = value::object();
+  ret["old_fingerprint"] = rot->old_pub_pem.empty() ? std::string("") : fp(rot->old_pub_pem);
+  ret["new_fingerprint"] = fp(new_pub);
+  ret["old_key_kept"] = (cdir / "cluster.pem.old").string();
+  ret["members_told"] = told;
+  int rc = 0;
+  std::string why;
+  if (signer_) {
+    if (cfg_.master_use_pubkey_signature) {
+      ret["master_pubkey_signature"] =
+          "NOT re-made: master_use_pubkey_signature sends the pre-computed file " +
+          (cfg_.pki_dir / pubkey_signature_name(cfg_)).string() +
+          ", which signs the old key; re-create it for the new cluster.pub and restart the masters";
+      rc = 1;
+      why = "pre-computed master pubkey signature";
+    } else {
+      auto ps = signer_->pub_sig(mkeys()->pub_clean(), crypto::sig_algo::pkcs1v15_sha1);
+      ret["master_pubkey_signature"] = ps ? std::string("re-made with ") + cfg_.master_sign_key_name + ".pem"
+                                          : std::string("signing failed");
+      if (!ps) rc = 1;
+    }
+  } else {
+    ret["master_pubkey_signature"] =
+        "off (master_sign_pubkey is not set): minions refuse the new key until their minion_master.pub is removed";
+  }
+  const bool aes = static_cast<bool>(rotate_aes("cluster.rotate_key"));
+  ret["aes_rotated"] = aes;
+  if (!aes) rc = 1;
+  spdlog::warn("cluster key pair rotated by salt-run cluster.rotate_key: {} -> {}; {} member(s) told",
+               ret["old_fingerprint"].get<std::string>(), ret["new_fingerprint"].get<std::string>(), told.size());
+  return {ret, rc};
+}
+
 void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
   auto fun = wire::get_text(body, "fun");
   if (!fun) {
@@ -341,6 +413,11 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
       return;
     }
     out->reply(value{{"return", cluster_status()}, {"retcode", 0}});
+    return;
+  }
+  if (*fun == "cluster.rotate_key") {
+    auto [ret, rc] = rotate_cluster_key();
+    out->reply(value{{"return", ret}, {"retcode", rc}});
     return;
   }
   if (*fun == "cluster.remove") {

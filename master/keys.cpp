@@ -45,7 +45,12 @@ aes_manager::aes_manager(crypto::rsa_key master_priv) : priv_(std::move(master_p
 result<std::shared_ptr<aes_key>> aes_manager::make(std::string key_string) {
   auto c = crypto::crypticle::from_key_string(key_string);
   if (!c) return c.error();
-  auto sig = crypto::x931_sign(priv_, crypto::sha256_hex(key_string));
+  crypto::rsa_key priv;
+  {
+    std::lock_guard lk(priv_mu_);
+    priv = priv_;
+  }
+  auto sig = crypto::x931_sign(priv, crypto::sha256_hex(key_string));
   if (!sig) return sig.error();
   auto k = std::make_shared<aes_key>();
   k->crypt = std::move(*c);
@@ -76,6 +81,11 @@ result<void> aes_manager::set_key_string(std::string_view key_string) {
   rotated_at_ = sys_clock::now();
   serial_ = 0;
   return {};
+}
+
+void aes_manager::set_master_key(crypto::rsa_key master_priv) {
+  std::lock_guard lk(priv_mu_);
+  priv_ = std::move(master_priv);
 }
 
 std::shared_ptr<const aes_key> aes_manager::current() const {

@@ -66,10 +66,13 @@ class aes_manager {
   std::int64_t next_serial();
   // Test hook: install a given key string.
   result<void> set_key_string(std::string_view key_string);
+  // Sign the keys made from now on with `master_priv` (salt-run cluster.rotate_key).
+  void set_master_key(crypto::rsa_key master_priv);
 
  private:
   result<std::shared_ptr<aes_key>> make(std::string key_string);
-  crypto::rsa_key priv_;
+  crypto::rsa_key priv_;  // under priv_mu_
+  mutable std::mutex priv_mu_;
   mutable std::mutex mu_;
   std::shared_ptr<const aes_key> current_;
   std::shared_ptr<const aes_key> previous_;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
@@ -161,21 +162,21 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       spdlog::critical("cannot load or create the cluster key pair in {}: {}", cdir.string(), ck.error().message());
       return ck.error();
     }
-    m->mkeys_ = master_keys::from_key(std::move(ck->priv));
+    m->mkeys_ = std::make_shared<const master_keys>(master_keys::from_key(std::move(ck->priv)));
     m->local_copy_ = cluster::is_local_copy(cdir);
     if (m->local_copy_)
       spdlog::info("cluster_pki_dir {} is a local copy (made by the join): minion keys and the cluster AES key "
                    "follow the peers over the bus",
                    cdir.string());
   } else {
-    m->mkeys_ = std::move(*mk);
+    m->mkeys_ = std::make_shared<const master_keys>(std::move(*mk));
   }
   if (m->cfg_.master_sign_pubkey) {
     auto signer = master_signer::load(m->cfg_);
     if (!signer) return signer.error();  // logged (Salt exits too)
     m->signer_ = std::move(*signer);
   }
-  m->aes_ = std::make_unique<aes_manager>(m->mkeys_.priv());
+  m->aes_ = std::make_unique<aes_manager>(m->mkeys_->priv());
   if (m->clustered()) {
     auto af = cluster::load_or_create_aes(*m->cfg_.cluster_pki_dir);
     if (!af) {
@@ -332,6 +333,77 @@ result<void> master_core::rotate_aes(const std::string& why) {
   return {};
 }
 
+std::shared_ptr<const master_keys> master_core::mkeys() const {
+  std::lock_guard lk(mkeys_mu_);
+  return mkeys_;
+}
+
+void master_core::use_cluster_key(crypto::rsa_key priv, const std::string& source) {
+  auto mk = std::make_shared<const master_keys>(master_keys::from_key(priv));
+  {
+    std::lock_guard lk(mkeys_mu_);
+    mkeys_ = std::move(mk);
+  }
+  aes_->set_master_key(std::move(priv));
+  {
+    // The auth reply's "sig" over the AES key must verify with the new pub_key: re-sign
+    // the key in use now (the rotation that follows replaces it anyway).
+    std::lock_guard lk(publish_mu_);
+    (void)aes_->set_key_string(aes_->current()->crypt.key_string());
+  }
+  counters_.rsa_private_ops++;
+  spdlog::warn("Loaded the rotated cluster key pair{}", source);
+}
+
+void master_core::handle_peer_cluster_key(const std::string& from, const value& body) {
+  const std::string pub = std::string(wire::get_text(body, "pub").value_or(""));
+  if (pub.empty()) {
+    spdlog::warn("cluster-key from {} without pub ignored", from);
+    return;
+  }
+  const fs::path cdir = *cfg_.cluster_pki_dir;
+  if (local_copy_) {
+    const value* sealed = wire::find(body, "sealed");
+    const value* mine = sealed && sealed->is_object() ? wire::find(*sealed, cfg_.id) : nullptr;
+    auto pem = cluster::open_sealed(own_.priv(), mine);
+    if (!pem) {
+      spdlog::error("cluster key rotation from {}: the new key was not sealed to this master; still serving the "
+                    "old key",
+                    from);
+      return;
+    }
+    auto k = crypto::rsa_key::from_private_pem(*pem);
+    if (!k || crypto::clean_key(k->public_pem()) != crypto::clean_key(pub)) {
+      spdlog::error("cluster key rotation from {}: the sealed key does not match its pub; ignored", from);
+      return;
+    }
+    std::lock_guard flk(aes_file_mu_);
+    auto rot = cluster::rotate_cluster_keys(cdir, cfg_.keysize, *pem);
+    if (!rot) {
+      spdlog::error("cluster key rotation from {}: cannot write {}: {}", from, cdir.string(), rot.error().message());
+      return;
+    }
+    use_cluster_key(std::move(rot->priv), " (from cluster peer " + from + ", local copy)");
+    return;
+  }
+  // On the share: the rotating member wrote cluster.pem before telling us.
+  for (int i = 0; i < 20; ++i) {
+    auto text = util::read_file(cdir / "cluster.pem");
+    std::optional<crypto::rsa_key> k;
+    if (text) {
+      if (auto p = crypto::rsa_key::from_private_pem(*text)) k = std::move(*p);
+    }
+    if (k && crypto::clean_key(k->public_pem()) == crypto::clean_key(pub)) {
+      use_cluster_key(std::move(*k), " (rotated by cluster peer " + from + ")");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  spdlog::error("cluster key rotation from {}: {}/cluster.pem does not hold the announced key; still serving the "
+                "old key",
+                from, cdir.string());
+}
+
 void master_core::on_peers_removed(const std::vector<std::string>& ids) {
   if (!clustered() || ids.empty()) return;
   std::string list;
@@ -365,6 +437,16 @@ bool master_core::reload_cluster_aes(bool force) {
   if (!af) return false;
   aes_mtime_ = af->mtime;
   if (af->key == aes_->current()->crypt.key_string()) return false;
+  // salt-run cluster.rotate_key rotates .aes after the key pair: a member on the share
+  // that missed the bus message (link down) meets the new pair here.
+  if (!local_copy_) {
+    auto text = util::read_file(*cfg_.cluster_pki_dir / "cluster.pem");
+    if (text) {
+      if (auto k = crypto::rsa_key::from_private_pem(*text);
+          k && crypto::clean_key(k->public_pem()) != mkeys()->pub_clean())
+        use_cluster_key(std::move(*k), " (cluster_pki_dir/cluster.pem changed)");
+    }
+  }
   return use_cluster_aes(af->key, "");
 }
 
@@ -480,6 +562,10 @@ void master_core::handle_peer(const std::string& from, const std::string& type, 
       apply_peer_keys(std::string(*act), v, (local_copy_ || from_local) ? wire::find(body, "pubs") : nullptr);
       local_key_effects(std::string(*act), v);
       spdlog::info("key event {} for {} minion(s) from cluster peer {}", *act, v.size(), from);
+      return;
+    }
+    if (type == "cluster-key") {
+      handle_peer_cluster_key(from, body);
       return;
     }
     if (type == "aes-rotate") {  // asked by a master whose cluster_pki_dir is a local copy

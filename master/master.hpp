@@ -126,7 +126,7 @@ class master_core {
   void set_peer_sink(peer_sink* peers) { peers_ = peers; }
   bool clustered() const noexcept { return cfg_.cluster_id.has_value(); }
   // This master's own key (cluster mode: peers authenticate it; otherwise = mkeys()).
-  const master_keys& own_keys() const noexcept { return clustered() ? own_ : mkeys_; }
+  const master_keys& own_keys() const noexcept { return clustered() ? own_ : *mkeys_; }  // mkeys_ swaps only in a cluster
   // ---- cluster peer bus (blocking: call from the bus thread). Never throws.
   void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
   // Peer link state for operators (salt-run cluster.peers).
@@ -204,7 +204,9 @@ class master_core {
   const pki::key_store& key_store() const noexcept { return keys_; }
   aes_manager& aes() noexcept { return *aes_; }
   session_store& sessions() noexcept { return *sessions_; }
-  const master_keys& mkeys() const noexcept { return mkeys_; }
+  // The key pair minions see (cluster mode: the cluster key), swapped whole by
+  // salt-run cluster.rotate_key: hold the returned pointer for one request.
+  std::shared_ptr<const master_keys> mkeys() const;
   accepted_keys& accepted() noexcept { return accepted_; }
   minion_data_cache& minion_data() noexcept { return *mdata_; }
   master_counters& counters() noexcept { return counters_; }
@@ -232,13 +234,16 @@ class master_core {
   struct cli_state;
   void cli_publish(const wire::value& body, std::shared_ptr<cli_reply> out);
   void cli_runner(const wire::value& body, std::shared_ptr<cli_reply> out);
+  // salt-run cluster.rotate_key: the runner's return and retcode.
+  std::pair<wire::value, int> rotate_cluster_key();
   bool spawn_cli(std::function<void()> fn);
   void init_cli();
   std::vector<std::string> ping_all(std::chrono::seconds timeout);
 
   config::master_config cfg_;
   pki::key_store keys_;
-  master_keys mkeys_;
+  mutable std::mutex mkeys_mu_;
+  std::shared_ptr<const master_keys> mkeys_;  // under mkeys_mu_ (swapped by a key rotation)
   std::shared_ptr<const master_signer> signer_;  // master_sign_pubkey (null when off)
   std::unique_ptr<aes_manager> aes_;
   std::unique_ptr<session_store> sessions_;
@@ -283,6 +288,10 @@ class master_core {
   wire::value key_snapshot() const;
   void apply_key_snapshot(const std::string& from, const wire::value& snap);
   void adopt_peer_aes(const std::string& from, const std::string& key);
+  // Serve `priv` as the cluster key from now on (mkeys_, the AES key's signature).
+  void use_cluster_key(crypto::rsa_key priv, const std::string& source);
+  // "cluster-key" from a peer that rotated the cluster key pair.
+  void handle_peer_cluster_key(const std::string& from, const wire::value& body);
   std::mutex publish_mu_;  // serial order == send order
   std::int64_t pub_serial_ = 0;  // last publish serial sent (time, us); under publish_mu_
   sys_clock::time_point last_clean_{};

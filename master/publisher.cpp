@@ -100,7 +100,8 @@ std::string master_core::wrap_publish(value load) {
   auto aes = aes_->current();
   pub_serial_ = util::next_time_serial(pub_serial_, util::now_micros());
   load["serial"] = pub_serial_;
-  return wrap_publish_payload(load, aes->crypt, cfg_.sign_pub_messages ? &mkeys_.priv() : nullptr,
+  auto mk = cfg_.sign_pub_messages ? mkeys() : nullptr;
+  return wrap_publish_payload(load, aes->crypt, mk ? &mk->priv() : nullptr,
                               cfg_.publish_signing_algorithm);
 }
 

@@ -233,7 +233,8 @@ value master_core::handle_auth(value& load, int version, const std::string& peer
   auth_context ctx;
   ctx.cfg = &cfg_;
   ctx.keys = &keys_;
-  ctx.mkeys = &mkeys_;
+  auto mk = mkeys();  // one key pair for the whole reply (a rotation swaps it whole)
+  ctx.mkeys = mk.get();
   ctx.signer = signer_.get();
   ctx.aes = aes_->current();
   ctx.version = version;
@@ -309,7 +310,7 @@ value master_core::encrypt_private(const value& ret_in, const std::string& id, c
     tosign_v["pillar"] = std::move(ret);
     tosign_v["nonce"] = nonce;
     std::string tosign = wire::pack_payload(tosign_v);
-    auto sig = crypto::sign(mkeys_.priv(), tosign, *salgo);
+    auto sig = crypto::sign(mkeys()->priv(), tosign, *salgo);
     counters_.rsa_private_ops++;
     if (!sig) return "Some exception handling minion payload";
     value signed_msg = value::object();

@@ -92,7 +92,7 @@ wire::value make_hello(const std::string& id, const std::string& tok, const cryp
 }
 
 publish_decoded decode_publish(const wire::value& body, const crypto::crypticle& aes, bool require_sig,
-                               const crypto::rsa_key* master_pub) {
+                               const crypto::rsa_key* master_pub, bool reauth_on_bad_sig) {
   publish_decoded out;
   wire::value payload;
   if (body.is_object()) {
@@ -131,6 +131,10 @@ publish_decoded decode_publish(const wire::value& body, const crypto::crypticle&
     auto algo = crypto::parse_sig_algo(wire::get_text(payload, "sig_algo").value_or("PKCS1v15-SHA1"));
     if (!algo || !master_pub || !crypto::verify(*master_pub, *load, *sig, *algo)) {
       out.reason = "Message signature failed to validate.";
+      if (reauth_on_bad_sig) {
+        out.verdict = publish_verdict::reauth;
+        out.reason += " The master key may have been rotated: re-authenticating.";
+      }
       return out;
     }
   }

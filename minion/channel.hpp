@@ -62,7 +62,12 @@ struct publish_decoded {
 
 // body: the publish frame body (bytes of a Salt payload, or already a map).
 // require_sig: minion sign_pub_messages. master_pub may be null when require_sig is off.
+// reauth_on_bad_sig (verify_master_pubkey_sign): a signature that does not verify with
+// master_pub asks for a re-authentication (the cluster key may have been rotated: the
+// sign-in accepts a new key only with a valid master_sign signature) instead of a drop;
+// the caller decodes again afterwards with it off, so a second failure drops.
 publish_decoded decode_publish(const wire::value& body, const crypto::crypticle& aes, bool require_sig,
-                               const crypto::rsa_key* master_pub);
+                               const crypto::rsa_key* master_pub,
+                               bool reauth_on_bad_sig = false);
 
 }  // namespace sylvite::minion

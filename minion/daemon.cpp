@@ -1121,9 +1121,11 @@ class daemon : public std::enable_shared_from_this<daemon> {
         if (!c->reauth_scheduled) self->do_reauth(i, mm_now());
         co_return;
       }
-      auto d = decode_publish(body, *aes, self->cfg_.sign_pub_messages, sess->master_key());
+      auto d = decode_publish(body, *aes, self->cfg_.sign_pub_messages, sess->master_key(),
+                              self->cfg_.verify_master_pubkey_sign);
       if (d.verdict == publish_verdict::reauth) {
-        // The master rotated its AES key: re-authenticate, jittered over random_reauth_delay
+        // The master rotated its AES key (or, with verify_master_pubkey_sign, its key pair:
+        // salt-run cluster.rotate_key): re-authenticate, jittered over random_reauth_delay
         // so a fleet does not sign in at the same instant, then decode what was held.
         self->hold(*c, std::move(body));
         mm_event e = mm_event::make(mm_event::kind::aes_rotated, mm_now(), i);

@@ -137,3 +137,31 @@ TEST(ClusterPki, PeerIdsThatAreNotFileNamesAreRefused) {
   }
   EXPECT_FALSE(fs::exists(t.p / "x.pub"));
 }
+
+TEST(ClusterPki, RotateClusterKeysKeepsTheOldPairAndWritesANewOne) {
+  tmpdir t;
+  auto k0 = cluster::load_or_create_cluster_keys(t.p, 1024);
+  ASSERT_TRUE(k0);
+  auto r = cluster::rotate_cluster_keys(t.p, 1024);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->old_pub_pem, k0->pub_pem);
+  EXPECT_NE(r->pub_pem, k0->pub_pem);
+  EXPECT_EQ(*util::read_file(t.p / "cluster.pub"), r->pub_pem);
+  EXPECT_EQ(*util::read_file(t.p / "cluster.pub.old"), k0->pub_pem);
+  EXPECT_EQ(*util::read_file(t.p / "cluster.pem"), r->priv.private_pem());
+  EXPECT_EQ(*util::read_file(t.p / "cluster.pem.old"), k0->priv.private_pem());
+  EXPECT_EQ(fs::status(t.p / "cluster.pem").permissions() & fs::perms::all, fs::perms::owner_read);
+  // A later start loads the new pair.
+  auto k1 = cluster::load_or_create_cluster_keys(t.p, 1024);
+  ASSERT_TRUE(k1);
+  EXPECT_EQ(k1->pub_pem, r->pub_pem);
+  // A local copy installs a given key; a bad one changes nothing.
+  auto given = crypto::rsa_key::generate(1024);
+  ASSERT_TRUE(given);
+  auto r2 = cluster::rotate_cluster_keys(t.p, 1024, given->private_pem());
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->pub_pem, given->public_pem());
+  EXPECT_EQ(r2->old_pub_pem, r->pub_pem);
+  EXPECT_FALSE(cluster::rotate_cluster_keys(t.p, 1024, std::string("not a key")));
+  EXPECT_EQ(*util::read_file(t.p / "cluster.pub"), given->public_pem());
+}

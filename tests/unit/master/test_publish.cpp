@@ -47,7 +47,7 @@ struct publish_fixture : ::testing::Test {
     auto lb = wire::as_bytes((*payload)["load"]);
     auto sig = wire::as_bytes((*payload)["sig"]);
     EXPECT_EQ((*payload)["sig_algo"], "PKCS1v15-SHA1");
-    EXPECT_TRUE(sig && crypto::verify(core->mkeys().pub(), *lb, *sig));
+    EXPECT_TRUE(sig && crypto::verify(core->mkeys()->pub(), *lb, *sig));
     // loads() strips "serial"; decrypt by hand to see it.
     auto plain = core->aes().current()->crypt.decrypt(*lb);
     EXPECT_TRUE(plain);
@@ -181,7 +181,7 @@ TEST_F(publish_fixture, relayed_frame_passes_or_is_rewrapped_with_a_higher_seria
   auto peer_frame = [&](std::int64_t serial, const char* jid) {
     value load{{"fun", "test.ping"}, {"arg", value::array()}, {"tgt", "*"}, {"jid", jid},
                {"ret", ""}, {"tgt_type", "glob"}, {"user", "root"}, {"serial", serial}};
-    auto body = master::wrap_publish_payload(load, core->aes().current()->crypt, &core->mkeys().priv(),
+    auto body = master::wrap_publish_payload(load, core->aes().current()->crypt, &core->mkeys()->priv(),
                                              "PKCS1v15-SHA1");
     return wire::pack_frame(value::object(), wire::make_bin(body));
   };
@@ -207,7 +207,7 @@ TEST_F(publish_fixture, relayed_frame_passes_or_is_rewrapped_with_a_higher_seria
   EXPECT_GT(l2["serial"].get<std::int64_t>(), ahead);
   // One without a serial (a master that sends none): given one.
   value bare{{"fun", "test.ping"}, {"tgt", "*"}, {"jid", "20990101000000000003"}};
-  auto body3 = master::wrap_publish_payload(bare, core->aes().current()->crypt, &core->mkeys().priv(),
+  auto body3 = master::wrap_publish_payload(bare, core->aes().current()->crypt, &core->mkeys()->priv(),
                                             "PKCS1v15-SHA1");
   auto out3 = core->relay_frame(wire::pack_frame(value::object(), wire::make_bin(body3)));
   EXPECT_GT(open(*out3)["serial"].get<std::int64_t>(), l2["serial"].get<std::int64_t>());

@@ -39,7 +39,7 @@ struct core_fixture : ::testing::Test {
   void login(fake_minion& fm) {
     accept_key(*core, fm);
     auto reply = core->handle_request(fm.auth_body(fm.auth_load(kNonce)), "test");
-    auto r = fm.check_auth_reply(reply, kNonce, core->mkeys().pub(), false);
+    auto r = fm.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false);
     ASSERT_TRUE(r) << reply.dump();
   }
   value call(fake_minion& fm, value load, const std::string& nonce = kNonce) {
@@ -178,7 +178,7 @@ TEST_F(core_fixture, pillar_is_sent_private_and_cached) {
   auto data = wire::as_bytes((*signed_msg)["data"]);
   auto sig = wire::as_bytes((*signed_msg)["sig"]);
   ASSERT_TRUE(data && sig);
-  EXPECT_TRUE(crypto::verify(core->mkeys().pub(), *data, *sig));
+  EXPECT_TRUE(crypto::verify(core->mkeys()->pub(), *data, *sig));
   auto d = wire::unpack(*data);
   ASSERT_TRUE(d);
   EXPECT_EQ(*wire::as_bytes((*d)["key"]), *wire::as_bytes(reply["key"]));
@@ -461,7 +461,7 @@ struct v2_fixture : core_fixture {
 TEST_F(v2_fixture, v2_minion_uses_the_aes_key) {
   accept_key(*core, m1);
   auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce), 2), "test");
-  ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys().pub(), false));
+  ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false));
   // v2 request: AES key, tok optional
   auto body = m1.aes_body(value{{"cmd", "_mine"}, {"data", value::object()}}, kNonce, m1.aes, 2, false);
   body.erase("id");

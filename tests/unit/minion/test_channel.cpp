@@ -170,6 +170,10 @@ TEST(Channel, DecodePublish) {
   job["serial"] = 11;
   EXPECT_EQ(mn::decode_publish(publish_body(aes, job, true, true), decoder, true, &mpub).verdict,
             mn::publish_verdict::drop);
+  // verify_master_pubkey_sign: a signature that fails (a rotated cluster key) re-authenticates.
+  job["serial"] = 111;
+  EXPECT_EQ(mn::decode_publish(publish_body(aes, job, true, true), decoder, true, &mpub, true).verdict,
+            mn::publish_verdict::reauth);
   job["serial"] = 12;
   EXPECT_EQ(mn::decode_publish(publish_body(aes, job, true), decoder, true, &mpub).verdict, mn::publish_verdict::ok);
   // Garbage and non-aes.
