@@ -91,8 +91,8 @@ struct master_config {
   int request_server_ttl = 300;      // Salt: 0 (off); v3 requests older/newer than this are refused
   // Sign-in hardening (sylvite extensions, docs/security.md section 3 and 5):
   int max_pending_keys = 10000;      // minions_pre entries; a new key beyond it is refused (0 = no cap)
-  int unaccepted_auth_rate = 20;     // sign-ins/s per source address that are not accepted (0 = no limit)
-  int unaccepted_auth_burst = 200;   // ... and the burst allowed above that rate
+  int unaccepted_auth_rate = 100;    // sign-ins/s per source address that are not accepted (0 = no limit)
+  int unaccepted_auth_burst = 2000;  // ... and the burst allowed above that rate
   bool minion_data_cache = true;
   bool tcp_keepalive = true;
   int tcp_keepalive_idle = 300;
