@@ -190,7 +190,7 @@ void master_core::handle_cli(const value& body, std::shared_ptr<cli_reply> out) 
           out->reply(value{{"error", "local_return needs a valid id and a return"}});
           return;
         }
-        handle_return(load);
+        jobs_->record_return(load);
         auto jid = wire::get_text(load, "jid");
         out->reply(value{{"ok", true}, {"jid", jid ? std::string(*jid) : std::string()}});
       };
@@ -274,7 +274,7 @@ void master_core::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
     // timeout: who is missing but still connected?
     std::vector<std::string> ask;
     for (const auto& id : expected) {
-      if (!returned.count(id) && sink_ && sink_->is_connected(id)) ask.push_back(id);
+      if (!returned.count(id) && links_.pub.load() && links_.pub.load()->is_connected(id)) ask.push_back(id);
     }
     if (ask.empty()) break;
     publish_request fj;
@@ -330,76 +330,6 @@ std::vector<std::string> master_core::ping_all(std::chrono::seconds timeout) {
   return {got.begin(), got.end()};
 }
 
-std::pair<value, int> master_core::rotate_cluster_key() {
-  // docs/security.md section 6: new cluster key pair on the share, every member told over
-  // the bus (a local copy gets the key sealed to its peers/<id>.pub), the minions' pub_sig
-  // re-made for the new key, then the cluster AES key rotated so every minion signs in
-  // again and meets the new key.
-  if (!clustered()) return {"This master is not in a cluster (cluster_id is not set)", 1};
-  if (local_copy_)
-    return {"cluster_pki_dir of this master is a local copy (made by a join): run salt-run cluster.rotate_key on a "
-            "master whose cluster_pki_dir is the shared directory",
-            1};
-  const std::filesystem::path cdir = *cfg_.cluster_pki_dir;
-  auto fp = [](const std::string& pem) {
-    auto f = crypto::pem_fingerprint(pem, "sha256");
-    return f ? *f : std::string("?");
-  };
-  // Sealed copies for every other member, made before anything changes (a peer key that
-  // cannot be read is reported, not fatal: a member on the share reads the file).
-  auto peers = cluster::list_peer_keys(cdir);
-  std::unique_lock flk(aes_file_mu_);
-  auto rot = cluster::rotate_cluster_keys(cdir, cfg_.keysize);
-  if (!rot) {
-    spdlog::error("salt-run cluster.rotate_key failed: {}", rot.error().message());
-    return {"cannot rotate the cluster key pair in " + cdir.string() + ": " + rot.error().message() +
-                " (the old key pair is still in use)",
-            1};
-  }
-  flk.unlock();
-  value sealed = value::object();
-  value told = value::array();
-  for (const auto& [id, pub] : peers) {
-    if (id == cfg_.id) continue;
-    sealed[id] = cluster::seal_to(pub, rot->priv.private_pem());
-    told.push_back(id);
-  }
-  const std::string new_pub = rot->pub_pem;
-  use_cluster_key(rot->priv, " (salt-run cluster.rotate_key)");
-  if (peers_) peers_->broadcast("cluster-key", value{{"pub", new_pub}, {"sealed", sealed}});
-  value ret = value::object();
-  ret["old_fingerprint"] = rot->old_pub_pem.empty() ? std::string("") : fp(rot->old_pub_pem);
-  ret["new_fingerprint"] = fp(new_pub);
-  ret["old_key_kept"] = (cdir / "cluster.pem.old").string();
-  ret["members_told"] = told;
-  int rc = 0;
-  std::string why;
-  if (signer_) {
-    if (cfg_.master_use_pubkey_signature) {
-      ret["master_pubkey_signature"] =
-          "NOT re-made: master_use_pubkey_signature sends the pre-computed file " +
-          (cfg_.pki_dir / pubkey_signature_name(cfg_)).string() +
-          ", which signs the old key; re-create it for the new cluster.pub and restart the masters";
-      rc = 1;
-      why = "pre-computed master pubkey signature";
-    } else {
-      auto ps = signer_->pub_sig(mkeys()->pub_clean(), crypto::sig_algo::pkcs1v15_sha1);
-      ret["master_pubkey_signature"] = ps ? std::string("re-made with ") + cfg_.master_sign_key_name + ".pem"
-                                          : std::string("signing failed");
-      if (!ps) rc = 1;
-    }
-  } else {
-    ret["master_pubkey_signature"] =
-        "off (master_sign_pubkey is not set): minions refuse the new key until their minion_master.pub is removed";
-  }
-  const bool aes = static_cast<bool>(rotate_aes("cluster.rotate_key"));
-  ret["aes_rotated"] = aes;
-  if (!aes) rc = 1;
-  spdlog::warn("cluster key pair rotated by salt-run cluster.rotate_key: {} -> {}; {} member(s) told",
-               ret["old_fingerprint"].get<std::string>(), ret["new_fingerprint"].get<std::string>(), told.size());
-  return {ret, rc};
-}
-
 void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
   auto fun = wire::get_text(body, "fun");
   if (!fun) {
@@ -416,13 +346,11 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     return;
   }
   if (*fun == "cluster.rotate_key") {
-    auto [ret, rc] = rotate_cluster_key();
+    auto [ret, rc] = keys_->rotate_cluster_key();
     out->reply(value{{"return", ret}, {"retcode", rc}});
     return;
   }
   if (*fun == "cluster.remove") {
-    // Remove a master from the cluster: tell the peers, delete peers/<id>.pub (the buses
-    // close its links), rotate the cluster AES key so it cannot read new publishes.
     if (!clustered()) {
       out->reply(value{{"return", "This master is not in a cluster (cluster_id is not set)"}, {"retcode", 1}});
       return;
@@ -434,44 +362,15 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     if (const value* k = wire::find(body, "kwarg"); id.empty() && k && k->is_object()) {
       id = std::string(wire::get_text(*k, "id").value_or(""));
     }
-    if (!cluster::valid_peer_id(id)) {
-      out->reply(value{{"return", "usage: salt-run cluster.remove <master id> (a valid id)"}, {"retcode", 1}});
-      return;
-    }
-    if (id == cfg_.id) {
-      out->reply(value{{"return", "cannot remove this master itself; run it on another master"}, {"retcode", 1}});
-      return;
-    }
-    namespace fs = std::filesystem;
-    const fs::path p = *cfg_.cluster_pki_dir / "peers" / (id + ".pub");
-    std::error_code ec;
-    if (!fs::exists(p, ec)) {
-      out->reply(value{{"return", "no cluster peer '" + id + "' (" + p.string() + " does not exist)"}, {"retcode", 1}});
-      return;
-    }
-    // In order: out of the load balancer (no new minion connections), tell the peers,
-    // delete its key (the buses close its links), rotate the AES key.
-    const std::string lb = lb_remove(id);
-    if (peers_) peers_->broadcast("leave", value{{"id", id}});
-    if (auto r = util::remove_file(p); !r) {
-      out->reply(value{{"return", "cannot remove " + p.string() + ": " + r.error().message()}, {"retcode", 1}});
-      return;
-    }
-    if (peers_) peers_->drop_peer(id);  // before the rotation: the new key must not reach it
-    spdlog::warn("cluster peer {} removed by salt-run cluster.remove", id);
-    const bool rotated = static_cast<bool>(rotate_aes("cluster.remove " + id));
-    value ret = value::object();
-    ret["removed"] = id;
-    ret["aes_rotated"] = rotated;
-    ret["load_balancer"] = lb.empty() ? std::string("removed") : "not changed: " + lb;
-    out->reply(value{{"return", ret}, {"retcode", rotated ? 0 : 1}});
+    auto [ret, rc] = cluster_->remove_peer(id);
+    out->reply(value{{"return", ret}, {"retcode", rc}});
     return;
   }
   const value* a = wire::find(body, "arg");
   const value* k = wire::find(body, "kwarg");
   runner_context ctx;
-  ctx.jobs = jobs_.get();
-  ctx.keys = &keys_;
+  ctx.jobs = &jobs_->store();
+  ctx.keys = &keys_->store();
   ctx.connected_ids = [this] { return connected_ids(); };
   ctx.ping_all = [this](std::chrono::seconds t) { return ping_all(t); };
   ctx.timeout = cfg_.timeout;

@@ -336,6 +336,30 @@ result<void> job_cache::add_minions(const std::string& jid, const std::vector<st
   }
 }
 
+bool is_jid(const std::string& jid) {
+  if (jid.size() != 20 && (jid.size() <= 21 || jid[20] != '_')) return false;
+  for (int i = 0; i < 20; ++i) {
+    if (jid[i] < '0' || jid[i] > '9') return false;
+  }
+  return true;
+}
+
+result<return_record> job_cache::record_return(const std::string& jid, const std::string& id,
+                                               const wire::value& ret_load) {
+  if (jid == "nocache") return return_record::not_kept;
+  std::error_code ec;
+  bool known = std::filesystem::is_directory(job_dir(jid), ec);
+  if (!known && is_jid(jid)) {
+    // Salt's store_job calls prep_jid(passed_jid=jid) first, so returns of jobs this
+    // master did not publish (minion schedules, cleaned jobs) are kept too.
+    known = static_cast<bool>(add_minions(jid, {}));
+  }
+  auto r = save_return(jid, id, ret_load);
+  if (!r) return r.error();
+  if (*r) return return_record::stored;
+  return known ? return_record::duplicate : return_record::not_kept;
+}
+
 result<bool> job_cache::save_return(const std::string& jid, const std::string& id, const wire::value& ret_load) {
   try {
     if (!pki::valid_id(id)) {

@@ -49,6 +49,7 @@
 #include "core/util/files.hpp"
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
+#include "master/job_store.hpp"
 
 namespace sylvite::master {
 
@@ -56,13 +57,7 @@ namespace sylvite::master {
 // (bumped by 1 microsecond on collision).
 std::string new_jid();
 
-struct job_summary {
-  std::string jid;
-  wire::value load;            // the saved .load.p map
-  std::vector<std::string> minions;
-};
-
-class job_cache {
+class job_cache final : public job_store {
  public:
   enum class write_mode { sync, async };
   job_cache(std::filesystem::path cachedir, std::string hash_type = "sha256", write_mode mode = write_mode::sync);
@@ -72,23 +67,28 @@ class job_cache {
   std::filesystem::path job_dir(const std::string& jid) const;
 
   // Save the publish load and the expected minions (creates the job dir).
-  result<void> save_load(const std::string& jid, const wire::value& load, const std::vector<std::string>& minions);
+  result<void> save_load(const std::string& jid, const wire::value& load,
+                         const std::vector<std::string>& minions) override;
   // Add minions to .minions.p (e.g. a peer's minions in cluster mode).
-  result<void> add_minions(const std::string& jid, const std::vector<std::string>& minions);
+  result<void> add_minions(const std::string& jid, const std::vector<std::string>& minions) override;
   // Store one return (load as sent by the minion: return/retcode/success/out...).
   // Returns false (no error) if a return for (jid, id) already exists.
   result<bool> save_return(const std::string& jid, const std::string& id, const wire::value& ret_load);
-  std::optional<wire::value> get_load(const std::string& jid) const;
-  std::vector<std::string> get_minions(const std::string& jid) const;
+  // job_store: save_return, after making the job of a well-formed jid this cache does not
+  // hold (Salt's prep_jid(passed_jid)); "nocache" is not kept.
+  result<return_record> record_return(const std::string& jid, const std::string& id,
+                                      const wire::value& ret_load) override;
+  std::optional<wire::value> get_load(const std::string& jid) const override;
+  std::vector<std::string> get_minions(const std::string& jid) const override;
   // id -> {"return", "retcode", "success", "out"?} for every stored return.
-  wire::value get_returns(const std::string& jid) const;
+  wire::value get_returns(const std::string& jid) const override;
   // Every job (newest first) with its load; limited to `max` (0 = all).
-  std::vector<job_summary> list_jobs(std::size_t max = 0) const;
+  std::vector<job_summary> list_jobs(std::size_t max = 0) const override;
   // Remove jobs older than keep_seconds (by jid time). Returns how many were removed.
-  std::size_t clean_old(std::chrono::seconds keep);
+  std::size_t clean_old(std::chrono::seconds keep) override;
 
   // Block until every write made so far is durable (group commit; see above).
-  void flush();
+  void flush() override;
   util::group_syncer& syncer() noexcept { return *syncer_; }
   // Async mode: wait until the writer thread has written everything queued so far.
   void drain() const;

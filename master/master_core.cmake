@@ -8,8 +8,10 @@ sylvite_library(sylvite_master
     ${CMAKE_CURRENT_LIST_DIR}/minion_data.cpp
     ${CMAKE_CURRENT_LIST_DIR}/worker_pool.cpp
     ${CMAKE_CURRENT_LIST_DIR}/event_hub.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/request.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/publisher.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/key_service.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/job_service.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/request_router.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cluster_node.cpp
     ${CMAKE_CURRENT_LIST_DIR}/master.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cli_service.cpp
   DEPS sylvite_master_services sylvite_cluster sylvite_config sylvite_pki sylvite_match sylvite_crypto sylvite_wire sylvite_util

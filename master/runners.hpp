@@ -25,12 +25,12 @@
 #include "core/pki/key_store.hpp"
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
-#include "master/job_cache.hpp"
+#include "master/job_store.hpp"
 
 namespace sylvite::master {
 
 struct runner_context {
-  job_cache* jobs = nullptr;
+  const job_store* jobs = nullptr;
   const pki::key_store* keys = nullptr;
   // ids with an identified publish connection now
   std::function<std::vector<std::string>()> connected_ids;

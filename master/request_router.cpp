@@ -1,4 +1,4 @@
-// sylvite::master request port: envelope processing and AES command dispatch, as Salt
+// sylvite::master request router (request_router.hpp): envelope processing and AES command dispatch, as Salt
 // 3008.5 salt/channel/server.py ReqServerChannel.handle_message + salt/master.py
 // AESFuncs. Order of checks (each refusal is logged once with the peer and counted):
 //   1. body is a map with enc and load            else "bad load"
@@ -22,7 +22,8 @@
 #include "core/match/match.hpp"
 #include "core/wire/msgpack.hpp"
 #include "master/auth.hpp"
-#include "master/master.hpp"
+#include "master/job_cache.hpp"
+#include "master/request_router.hpp"
 #include "master/master_sign.hpp"
 
 namespace sylvite::master {
@@ -69,13 +70,13 @@ std::string short_id(const value& load) {
 
 }  // namespace
 
-value master_core::refuse(const std::string& peer, const std::string& reason, value reply) {
+value request_router::refuse(const std::string& peer, const std::string& reason, value reply) {
   counters_.refused++;
   spdlog::warn("refused request from {}: {}", peer, reason);
   return reply;
 }
 
-value master_core::handle_request(const value& body, const std::string& peer, bool* authenticated) {
+value request_router::handle(const value& body, const std::string& peer, bool* authenticated) {
   counters_.requests++;
   try {
     if (!body.is_object() || !wire::find(body, "enc") || !wire::find(body, "load")) {
@@ -100,7 +101,7 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
       if (version > 2) {
         auto env_id = wire::get_text(body, "id");
         if (!env_id || !pki::valid_id(*env_id)) return refuse(peer, "invalid envelope id");
-        auto crypt = sessions_->lookup(std::string(*env_id));
+        auto crypt = keys_.sessions().lookup(std::string(*env_id));
         if (!crypt) return refuse(peer, "no session key for '" + std::string(*env_id) + "' (re-auth needed)");
         auto l = crypt->loads(*cipher, {}, false);
         if (!l) {
@@ -114,7 +115,7 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
           load = std::move(*l);
         }
       } else {
-        auto aes = aes_->current();
+        auto aes = keys_.aes().current();
         auto l = aes->crypt.loads(*cipher, {}, false);
         if (!l) {
           if (l.error() == crypto::make_error_code(crypto::errc::bad_format)) {
@@ -174,9 +175,9 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
           return refuse(peer, "request id mismatch: load id '" + id + "'");
         if (!pki::valid_id(id)) return refuse(peer, "invalid minion id '" + id + "'");
         if (!tok) return refuse(peer, "request of '" + id + "' has no tok");
-        if (!accepted_.verify_token(id, *tok)) return refuse(peer, "token of '" + id + "' did not verify");
+        if (!keys_.accepted().verify_token(id, *tok)) return refuse(peer, "token of '" + id + "' did not verify");
       } else if (tok && wire::find(load, "id")) {
-        if (!pki::valid_id(id) || !accepted_.verify_token(id, *tok))
+        if (!pki::valid_id(id) || !keys_.accepted().verify_token(id, *tok))
           return refuse(peer, "token of '" + id + "' did not verify");
       }
 
@@ -188,17 +189,17 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
       spdlog::trace("AES payload received with command {} from {}", cmd, id);
       // Decrypted with a key only accepted minions hold (v3: and the token verified).
       if (authenticated && !load.empty()) *authenticated = true;
-      value ret = dispatch_aes(cmd, load, version, body, nonce, peer);
+      value ret = dispatch_aes(cmd, load, peer);
       if (cmd == "_pillar" && wire::find(load, "id")) {
         return encrypt_private(ret, id, nonce, version > 1, body);
       }
       // mode "send"
       if (version > 2) {
-        auto crypt = sessions_->lookup(id);
+        auto crypt = keys_.sessions().lookup(id);
         if (!crypt) return refuse(peer, "session key of '" + id + "' vanished");
         return wire::make_bin(crypt->dumps(ret, nonce));
       }
-      return wire::make_bin(aes_->current()->crypt.dumps(ret, nonce));
+      return wire::make_bin(keys_.aes().current()->crypt.dumps(ret, nonce));
     }
 
     // clear
@@ -225,31 +226,34 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
   }
 }
 
-value master_core::handle_auth(value& load, int version, const std::string& peer) {
+value request_router::handle_auth(value& load, int version, const std::string& peer) {
   // Cluster: hand out the key every master uses right now (a peer may have rotated it a
   // moment ago; its notice can still be on the way). One stat of the shared file.
-  if (clustered()) reload_cluster_aes(false);
+  if (cfg_.cluster_id) keys_.reload_cluster_aes(false);
   counters_.auth_requests++;
   auth_context ctx;
   ctx.cfg = &cfg_;
-  ctx.keys = &keys_;
-  auto mk = mkeys();  // one key pair for the whole reply (a rotation swaps it whole)
+  ctx.keys = &keys_.store();
+  auto mk = keys_.mkeys();  // one key pair for the whole reply (a rotation swaps it whole)
   ctx.mkeys = mk.get();
-  ctx.signer = signer_.get();
-  ctx.aes = aes_->current();
+  ctx.signer = keys_.signer();
+  ctx.aes = keys_.aes().current();
   ctx.version = version;
   ctx.session_key = [this](const std::string& id) -> result<std::string> {
-    auto c = sessions_->get_or_create(id);
+    auto c = keys_.sessions().get_or_create(id);
     if (!c) return c.error();
     return (*c)->key_string();
   };
-  ctx.connected_ids = [this] { return connected_ids(); };
+  ctx.connected_ids = [this] {
+    auto* sink = links_.pub.load();
+    return sink ? sink->connected_ids() : std::vector<std::string>{};
+  };
   ctx.peer = peer;
   std::call_once(auth_limits_once_, [this] {
     if (cfg_.unaccepted_auth_rate > 0)
       unaccepted_limit_ = std::make_shared<source_limiter>(cfg_.unaccepted_auth_rate, cfg_.unaccepted_auth_burst);
     if (cfg_.max_pending_keys > 0)
-      pending_count_ = std::make_shared<pending_counter>(keys_.dir() / std::string(pki::dir_name(pki::key_state::pending)));
+      pending_count_ = std::make_shared<pending_counter>(keys_.store().dir() / std::string(pki::dir_name(pki::key_state::pending)));
   });
   if (unaccepted_limit_) ctx.admit_unaccepted = [this, &peer] { return unaccepted_limit_->take(peer); };
   if (pending_count_) {
@@ -261,13 +265,13 @@ value master_core::handle_auth(value& load, int version, const std::string& peer
   }
   auto out = authenticate(load, ctx);
   if (!out.actions.empty()) {
-    apply_key_actions(keys_, out.actions);
-    if (!out.id.empty()) accepted_.invalidate(out.id);
+    apply_key_actions(keys_.store(), out.actions);
+    if (!out.id.empty()) keys_.accepted().invalidate(out.id);
     if (pending_count_ && out.result == "pend" && !out.actions.empty() &&
         out.actions.front().state == pki::key_state::pending)
       pending_count_->added();
   }
-  for (auto& ev : out.events) hub_.fire(ev.tag, ev.data);
+  for (auto& ev : out.events) events_.fire(ev.tag, ev.data);
   if (out.result == "accept") {
     counters_.auth_accepted++;
   } else if (out.result != "pend" && out.result != "stale") {  // stale: counted, logged at debug
@@ -283,14 +287,14 @@ value master_core::handle_auth(value& load, int version, const std::string& peer
   return out.reply;
 }
 
-value master_core::encrypt_private(const value& ret_in, const std::string& id, const std::string& nonce,
+value request_router::encrypt_private(const value& ret_in, const std::string& id, const std::string& nonce,
                                    bool sign_messages, const value& envelope) {
   auto key = crypto::crypticle::generate_key_string();
   auto pcrypt = crypto::crypticle::from_key_string(key);
-  auto pub = accepted_.get(id);
+  auto pub = keys_.accepted().get(id);
   if (!pub || !pcrypt) {
     spdlog::error("No pub key found for target {}, its pub key was likely deleted mid-request.", id);
-    return wire::make_bin(aes_->current()->crypt.dumps(value::object()));
+    return wire::make_bin(keys_.aes().current()->crypt.dumps(value::object()));
   }
   auto ea_name = wire::get_text(envelope, "enc_algo");
   auto sa_name = wire::get_text(envelope, "sig_algo");
@@ -310,7 +314,7 @@ value master_core::encrypt_private(const value& ret_in, const std::string& id, c
     tosign_v["pillar"] = std::move(ret);
     tosign_v["nonce"] = nonce;
     std::string tosign = wire::pack_payload(tosign_v);
-    auto sig = crypto::sign(mkeys()->priv(), tosign, *salgo);
+    auto sig = crypto::sign(keys_.mkeys()->priv(), tosign, *salgo);
     counters_.rsa_private_ops++;
     if (!sig) return "Some exception handling minion payload";
     value signed_msg = value::object();
@@ -323,7 +327,7 @@ value master_core::encrypt_private(const value& ret_in, const std::string& id, c
   return pret;
 }
 
-value master_core::handle_pillar(const value& load) {
+value request_router::handle_pillar(const value& load) {
   auto id_v = wire::get_text(load, "id");
   const value* grains_v = wire::find(load, "grains");
   if (!id_v || !grains_v) return false;
@@ -334,8 +338,8 @@ value master_core::handle_pillar(const value& load) {
   value pillarenv = nullptr;
   if (const value* p = wire::find(load, "pillarenv"); p && !p->is_null()) pillarenv = *p;
   else if (const value* s = wire::find(load, "saltenv"); s && !s->is_null()) pillarenv = *s;
-  value pillar = pillar_->compile(id, grains, pillarenv);
-  if (cfg_.minion_data_cache) mdata_->store(id, grains, pillar);
+  value pillar = pillar_.compile(id, grains, pillarenv);
+  if (cfg_.minion_data_cache) mdata_.store(id, grains, pillar);
   return pillar;
 }
 
@@ -350,130 +354,88 @@ bool valid_minion_tag(std::string_view tag) {
   return true;
 }
 
-namespace {
-// salt.utils.jid.is_jid: 20 digits, optionally followed by "_<suffix>".
-bool is_jid(const std::string& jid) {
-  if (jid.size() != 20 && (jid.size() <= 21 || jid[20] != '_')) return false;
-  for (int i = 0; i < 20; ++i) {
-    if (jid[i] < '0' || jid[i] > '9') return false;
+request_router::request_router(const config::master_config& cfg, master_links& links, master_counters& counters,
+                               event_hub& events, key_service& keys, job_service& jobs, minion_data_cache& mdata,
+                               fileserver& files, pillar_compiler& pillar)
+    : cfg_(cfg),
+      links_(links),
+      counters_(counters),
+      events_(events),
+      keys_(keys),
+      jobs_(jobs),
+      mdata_(mdata),
+      files_(files),
+      pillar_(pillar) {
+  auto has_id = [](const value& load) { return wire::find(load, "id") != nullptr; };
+  commands_ = {
+      {"_return", [this](value& load, const std::string&) -> value {
+         jobs_.record_return(load);
+         return nullptr;  // Salt's None
+       }},
+      {"_pillar", [this](value& load, const std::string&) { return handle_pillar(load); }},
+      {"_minion_event", [this](value& load, const std::string&) { return handle_minion_event(load); }},
+      // Mine: not kept yet (accepted and answered as Salt does).
+      {"_mine", [](value& load, const std::string&) -> value {
+         if (!wire::find(load, "id") || !wire::find(load, "data")) return value::object();
+         return true;
+       }},
+      {"_mine_get", [](value&, const std::string&) -> value { return value::object(); }},
+      {"_mine_delete", [has_id](value& load, const std::string&) -> value {
+         return has_id(load) ? value(true) : value::object();
+       }},
+      {"_mine_flush", [has_id](value& load, const std::string&) -> value {
+         return has_id(load) ? value(true) : value::object();
+       }},
+      // 3008.5 minions register their "resources" at start; we keep no resource index.
+      {"_register_resources", [](value& load, const std::string&) -> value {
+         return wire::find(load, "id") && wire::find(load, "resources") ? value(true) : value::object();
+       }},
+      {"_master_opts", [this](value& load, const std::string&) { return master_opts_reply(cfg_, load); }},
+      {"_master_tops", [](value&, const std::string&) -> value { return value::object(); }},
+      {"_ext_nodes", [](value&, const std::string&) -> value { return value::object(); }},
+  };
+  // Commands Salt serves that sylvite does not: answered False (logged).
+  for (const char* c : {"_file_recv", "revoke_auth", "minion_pub", "minion_publish", "minion_runner", "pub_ret",
+                        "_syndic_return", "verify_minion"}) {
+    commands_.emplace(c, [c](value&, const std::string& peer) -> value {
+      spdlog::info("AES command {} from {} is not supported", c, peer);
+      return false;
+    });
   }
-  return true;
 }
-}  // namespace
 
-value master_core::handle_return(value& load) {
-  counters_.returns++;
-  if (!wire::find(load, "return") || !wire::find(load, "jid") || !wire::find(load, "id")) return nullptr;
+value request_router::handle_minion_event(const value& load) {
   auto id_v = wire::get_text(load, "id");
-  auto jid_v = wire::get_text(load, "jid");
-  if (!id_v || !jid_v || !pki::valid_id(*id_v)) return nullptr;
-  const std::string id(*id_v);
-  std::string jid(*jid_v);
-  if (jid.empty() || jid.size() > 128) return nullptr;
-  if (jid == "req") {
-    // salt-call / scheduler: allocate a jid and save a synthetic load (salt/utils/job.py).
-    if (!wire::find(load, "arg")) {
-      const value* fa = wire::find(load, "fun_args");
-      load["arg"] = fa ? *fa : value::array();
+  if (!id_v) return value::object();
+  // A minion may not fire the master's own tags (job publishes, keys, runners, the
+  // cluster): Salt's MINION_EVENT_BLACKLIST (CVE-2025-22239 class). Salt filters only
+  // the "events" form; both forms are filtered here.
+  auto fire = [&](std::string_view tag, const value* data) {
+    if (!valid_minion_tag(tag)) {
+      if (auto n = minion_tag_log_.hit()) {
+        spdlog::warn("filtering blacklisted event tag '{}' from minion '{}' ({} such event(s) in the last 10 s)", tag,
+                     *id_v, n);
+      }
+      return;
     }
-    load["tgt_type"] = "glob";
-    load["tgt"] = id;
-    jid = new_jid();
-    load["jid"] = jid;
-    if (cfg_.job_cache) {
-      auto r = jobs_->save_load(jid, load, {id});
-      if (!r) spdlog::error("cannot save the load of job {}: {}", jid, r.error().message());
+    events_.fire(std::string(tag), data ? *data : value(nullptr));
+  };
+  if (const value* evs = wire::find(load, "events"); evs && evs->is_array()) {
+    for (const auto& ev : *evs) {
+      auto tag = wire::get_text(ev, "tag");
+      if (!tag) continue;
+      fire(*tag, wire::find(ev, "data"));
     }
-  }
-  spdlog::info("Got return from {} for job {}", id, jid);
-  bool duplicate = false;
-  if (cfg_.job_cache && jid != "nocache") {
-    std::error_code ec;
-    bool known = std::filesystem::is_directory(jobs_->job_dir(jid), ec);
-    if (!known && is_jid(jid)) {
-      // Salt's store_job calls prep_jid(passed_jid=jid) first, so returns of jobs this
-      // master did not publish (minion schedules, cleaned jobs) are kept too.
-      known = static_cast<bool>(jobs_->add_minions(jid, {}));
-    }
-    auto r = jobs_->save_return(jid, id, load);
-    if (!r) {
-      spdlog::error("cannot store the return of {} for job {}: {}", id, jid, r.error().message());
-    } else {
-      duplicate = known && !*r;
-    }
-  }
-  if (duplicate) {
-    spdlog::info("duplicate return from {} for job {} ignored", id, jid);
-    return nullptr;
-  }
-  hub_.fire("salt/job/" + jid + "/ret/" + id, load, jid);
-  if (clustered() && peers_) {
-    // Route the return to the master that published the job (its CLI waits on its own
-    // event hub); the shared job cache already holds it for lookup_jid everywhere.
-    auto owner = owner_of(jid);
-    if (!owner || *owner != cfg_.id) {
-      value m = value::object();
-      m["jid"] = jid;
-      m["id"] = id;
-      m["load"] = load;
-      if (!owner || !peers_->send(*owner, "return", m)) peers_->broadcast("return", m);
-    }
+  } else if (auto tag = wire::get_text(load, "tag")) {
+    fire(*tag, wire::find(load, "data"));
   }
   return nullptr;
 }
 
-value master_core::dispatch_aes(const std::string& cmd, value& load, int /*version*/, const value& /*envelope*/,
-                                const std::string& /*nonce*/, const std::string& peer) {
+value request_router::dispatch_aes(const std::string& cmd, value& load, const std::string& peer) {
   if (cmd.rfind("__", 0) == 0) return value::object();
-  if (cmd == "_return") return handle_return(load);
-  if (cmd == "_pillar") return handle_pillar(load);
-  if (cmd == "_minion_event") {
-    auto id_v = wire::get_text(load, "id");
-    if (!id_v) return value::object();
-    // A minion may not fire the master's own tags (job publishes, keys, runners, the
-    // cluster): Salt's MINION_EVENT_BLACKLIST (CVE-2025-22239 class). Salt filters only
-    // the "events" form; both forms are filtered here.
-    auto fire = [&](std::string_view tag, const value* data) {
-      if (!valid_minion_tag(tag)) {
-        if (auto n = minion_tag_log_.hit()) {
-          spdlog::warn("filtering blacklisted event tag '{}' from minion '{}' ({} such event(s) in the last 10 s)", tag,
-                       *id_v, n);
-        }
-        return;
-      }
-      hub_.fire(std::string(tag), data ? *data : value(nullptr));
-    };
-    if (const value* evs = wire::find(load, "events"); evs && evs->is_array()) {
-      for (const auto& ev : *evs) {
-        auto tag = wire::get_text(ev, "tag");
-        if (!tag) continue;
-        fire(*tag, wire::find(ev, "data"));
-      }
-    } else if (auto tag = wire::get_text(load, "tag")) {
-      fire(*tag, wire::find(load, "data"));
-    }
-    return nullptr;
-  }
-  if (cmd == "_mine") {
-    if (!wire::find(load, "id") || !wire::find(load, "data")) return value::object();
-    return true;
-  }
-  if (cmd == "_mine_get") return value::object();
-  if (cmd == "_mine_delete" || cmd == "_mine_flush") return wire::find(load, "id") ? value(true) : value::object();
-  if (cmd == "_register_resources") {
-    // 3008.5 minions register their "resources" at start; we keep no resource index.
-    return wire::find(load, "id") && wire::find(load, "resources") ? value(true) : value::object();
-  }
-  if (cmd == "_master_opts") return master_opts_reply(cfg_, load);
-  if (cmd == "_master_tops") return value::object();
-  if (cmd == "_ext_nodes") return value::object();
-  if (fileserver::handles(cmd)) return files_->handle(cmd, load);
-  if (cmd == "_file_recv" || cmd == "revoke_auth" || cmd == "minion_pub" || cmd == "minion_publish" ||
-      cmd == "minion_runner" || cmd == "pub_ret" || cmd == "_syndic_return" || cmd == "verify_minion" ||
-      cmd == "_file_hash_and_stat") {
-    spdlog::info("AES command {} from {} is not supported", cmd, peer);
-    return false;
-  }
+  if (auto it = commands_.find(cmd); it != commands_.end()) return it->second(load, peer);
+  if (fileserver::handles(cmd)) return files_.handle(cmd, load);
   spdlog::warn("Requested method not exposed: {} (from {})", cmd, peer);
   return value::object();
 }

@@ -1,4 +1,4 @@
-// sylvite::master publisher: jobs from the CLI to the publish port, as Salt 3008.5
+// sylvite::master job service (job_service.hpp): jobs from the CLI to the publish port, as Salt 3008.5
 // ClearFuncs.publish/_prep_pub + PubServerChannel.wrap_payload:
 //   load (key order fun, arg, tgt, jid, ret, delimiter?, tgt_type, kwargs options, user)
 //   + serial -> Crypticle(AES).dumps -> {"enc": "aes", "load", "sig_algo"?, "sig"?}
@@ -23,7 +23,8 @@
 #include "core/util/pub_serial.hpp"
 #include "core/wire/frame.hpp"
 #include "core/wire/msgpack.hpp"
-#include "master/master.hpp"
+#include "master/job_service.hpp"
+#include "master/job_cache.hpp"
 
 namespace sylvite::master {
 
@@ -77,14 +78,26 @@ value make_publish_load(const publish_request& req, const std::string& jid) {
   return load;
 }
 
-std::vector<std::string> master_core::check_minions(const value& tgt, const std::string& tgt_type,
+job_service::job_service(const config::master_config& cfg, master_links& links, master_counters& counters,
+                         event_hub& events, key_service& keys, minion_data_cache& mdata,
+                         std::unique_ptr<job_store> store)
+    : cfg_(cfg),
+      links_(links),
+      counters_(counters),
+      events_(events),
+      keys_(keys),
+      mdata_(mdata),
+      store_(std::move(store)),
+      last_clean_(sys_clock::now()) {}
+
+std::vector<std::string> job_service::check_minions(const value& tgt, const std::string& tgt_type,
                                                     const std::string& delimiter) {
-  const auto accepted = keys_.list(pki::key_state::accepted);
+  const auto accepted = keys_.store().list(pki::key_state::accepted);
   std::vector<std::shared_ptr<const minion_data_cache::entry>> keep;  // facts point into these
   auto facts_of = [&](const std::string& id) {
     match::minion_facts f;
     f.id = id;
-    if (auto d = mdata_->get(id)) {
+    if (auto d = mdata_.get(id)) {
       keep.push_back(d);
       f.grains = &d->grains;
       f.pillar = &d->pillar;
@@ -96,16 +109,16 @@ std::vector<std::string> master_core::check_minions(const value& tgt, const std:
   return r.minions;
 }
 
-std::string master_core::wrap_publish(value load) {
-  auto aes = aes_->current();
+std::string job_service::wrap_publish(value load) {
+  auto aes = keys_.aes().current();
   pub_serial_ = util::next_time_serial(pub_serial_, util::now_micros());
   load["serial"] = pub_serial_;
-  auto mk = cfg_.sign_pub_messages ? mkeys() : nullptr;
+  auto mk = cfg_.sign_pub_messages ? keys_.mkeys() : nullptr;
   return wrap_publish_payload(load, aes->crypt, mk ? &mk->priv() : nullptr,
                               cfg_.publish_signing_algorithm);
 }
 
-std::shared_ptr<const std::string> master_core::relay_frame(const std::string& frame) {
+std::shared_ptr<const std::string> job_service::relay_frame(const std::string& frame) {
   auto as_is = [&](const char* why) {
     // Not expected between sylvite masters of one cluster (same AES key, same packing).
     spdlog::warn("relayed cluster publish passed on unchanged: {}", why);
@@ -119,13 +132,13 @@ std::shared_ptr<const std::string> master_core::relay_frame(const std::string& f
   if (!payload || !payload->is_object()) return as_is("body is not a payload map");
   auto cipher = wire::get_text(*payload, "load");
   if (!cipher) return as_is("payload has no load");
-  auto aes = aes_->current();
+  auto aes = keys_.aes().current();
   std::int64_t serial = INT64_MIN;
   auto load = aes->crypt.loads(*cipher, {}, /*check_serial=*/false, &serial);
   const bool current_key = static_cast<bool>(load);
   if (!load) {
     // Rotated a moment ago: the peer may still have used the key before.
-    if (auto prev = aes_->previous(std::chrono::seconds(60))) {
+    if (auto prev = keys_.aes().previous(std::chrono::seconds(60))) {
       serial = INT64_MIN;
       load = prev->crypt.loads(*cipher, {}, false, &serial);
     }
@@ -147,19 +160,19 @@ std::shared_ptr<const std::string> master_core::relay_frame(const std::string& f
 // We broadcast instead when a target has no identified connection while unidentified
 // connections exist; the minion filters itself (as for grain targets), and the first
 // publish it cannot decrypt makes it re-authenticate.
-bool master_core::topic_fallback(const std::vector<std::string>& targets) const {
+bool job_service::topic_fallback(pub_sink& sink, const std::vector<std::string>& targets) const {
   bool missing = false;
   for (const auto& id : targets) {
-    if (!sink_->is_connected(id)) {
+    if (!sink.is_connected(id)) {
       missing = true;
       break;
     }
   }
   if (!missing) return false;
-  return sink_->connection_count() > sink_->connected_ids().size();
+  return sink.connection_count() > sink.connected_ids().size();
 }
 
-publish_result master_core::publish(const publish_request& req) {
+publish_result job_service::publish(const publish_request& req) {
   publish_result res;
   if (req.fun.empty()) {
     res.error = "no function given";
@@ -210,7 +223,7 @@ publish_result master_core::publish(const publish_request& req) {
   kw["delimiter"] = req.delimiter.empty() ? std::string(":") : req.delimiter;
   saved["kwargs"] = kw;
   if (cfg_.job_cache) {
-    auto r = jobs_->save_load(res.jid, saved, res.minions);
+    auto r = store_->save_load(res.jid, saved, res.minions);
     if (!r) spdlog::error("cannot save the load of job {}: {}", res.jid, r.error().message());
   }
   value ev = value::object();
@@ -222,27 +235,27 @@ publish_result master_core::publish(const publish_request& req) {
   ev["arg"] = load["arg"];
   ev["minions"] = res.minions;
   ev["missing"] = res.missing;
-  hub_.fire("salt/job/" + res.jid + "/new", ev, res.jid);
+  events_.fire("salt/job/" + res.jid + "/new", ev, res.jid);
 
   const bool topic = req.tgt_type == "glob" || req.tgt_type == "pcre" || req.tgt_type == "list";
   {
-    std::lock_guard lk(publish_mu_);
+    auto lk = keys_.publish_lock();
     std::string body = wrap_publish(load);
     auto frame = std::make_shared<const std::string>(wire::pack_frame(value::object(), wire::make_bin(body)));
-    if (sink_) {
-      if (topic && !topic_fallback(res.minions)) sink_->publish_to(frame, res.minions);
-      else sink_->publish_all(frame);
+    if (auto* sink = links_.pub.load()) {
+      if (topic && !topic_fallback(*sink, res.minions)) sink->publish_to(frame, res.minions);
+      else sink->publish_all(frame);
     }
     if (clustered()) {
       // Every peer sends the same frame (cluster AES key, cluster key signature) to the
       // minions connected to it; the publisher owns the job's returns.
       note_owner(res.jid, cfg_.id);
-      if (peers_) {
+      if (auto* peers = links_.peers.load()) {
         value m = value::object();
         m["jid"] = res.jid;
         m["frame"] = wire::make_bin(*frame);
         m["targets"] = topic ? value(res.minions) : value(nullptr);
-        peers_->broadcast("publish", m);
+        peers->broadcast("publish", m);
       }
     }
   }
@@ -250,6 +263,103 @@ publish_result master_core::publish(const publish_request& req) {
   if (cfg_.sign_pub_messages) counters_.rsa_private_ops++;
   spdlog::info("User {} Published command {} with jid {}", req.user, req.fun, res.jid);
   return res;
+}
+
+void job_service::record_return(value& load) {
+  counters_.returns++;
+  if (!wire::find(load, "return") || !wire::find(load, "jid") || !wire::find(load, "id")) return;
+  auto id_v = wire::get_text(load, "id");
+  auto jid_v = wire::get_text(load, "jid");
+  if (!id_v || !jid_v || !pki::valid_id(*id_v)) return;
+  const std::string id(*id_v);
+  std::string jid(*jid_v);
+  if (jid.empty() || jid.size() > 128) return;
+  if (jid == "req") {
+    // salt-call / scheduler: allocate a jid and save a synthetic load (salt/utils/job.py).
+    if (!wire::find(load, "arg")) {
+      const value* fa = wire::find(load, "fun_args");
+      load["arg"] = fa ? *fa : value::array();
+    }
+    load["tgt_type"] = "glob";
+    load["tgt"] = id;
+    jid = new_jid();
+    load["jid"] = jid;
+    if (cfg_.job_cache) {
+      auto r = store_->save_load(jid, load, {id});
+      if (!r) spdlog::error("cannot save the load of job {}: {}", jid, r.error().message());
+    }
+  }
+  spdlog::info("Got return from {} for job {}", id, jid);
+  if (cfg_.job_cache) {
+    auto r = store_->record_return(jid, id, load);
+    if (!r) {
+      spdlog::error("cannot store the return of {} for job {}: {}", id, jid, r.error().message());
+    } else if (*r == return_record::duplicate) {
+      spdlog::info("duplicate return from {} for job {} ignored", id, jid);
+      return;
+    }
+  }
+  events_.fire("salt/job/" + jid + "/ret/" + id, load, jid);
+  auto* peers = links_.peers.load();
+  if (clustered() && peers) {
+    // Route the return to the master that published the job (its CLI waits on its own
+    // event hub); the shared job cache already holds it for lookup_jid everywhere.
+    auto owner = owner_of(jid);
+    if (!owner || *owner != cfg_.id) {
+      value m = value::object();
+      m["jid"] = jid;
+      m["id"] = id;
+      m["load"] = load;
+      if (!owner || !peers->send(*owner, "return", m)) peers->broadcast("return", m);
+    }
+  }
+}
+
+void job_service::peer_publish(const std::string& from, const std::string& jid, const std::string& frame,
+                               const std::optional<std::vector<std::string>>& targets) {
+  note_owner(jid, from);
+  auto* sink = links_.pub.load();
+  if (!sink) return;
+  // Serial order == send order on this master's connections (relay_frame).
+  auto lk = keys_.publish_lock();
+  auto bytes = relay_frame(frame);
+  if (targets) {
+    if (topic_fallback(*sink, *targets)) sink->publish_all(bytes);
+    else sink->publish_to(bytes, *targets);
+  } else {
+    sink->publish_all(bytes);
+  }
+}
+
+void job_service::peer_return(const std::string& jid, const std::string& id, const value& load) {
+  events_.fire("salt/job/" + jid + "/ret/" + id, load, jid);
+}
+
+void job_service::note_owner(const std::string& jid, const std::string& master) {
+  std::lock_guard lk(owners_mu_);
+  if (jid_owner_.emplace(jid, master).second) jid_order_.push_back(jid);
+  while (jid_order_.size() > 100000) {
+    jid_owner_.erase(jid_order_.front());
+    jid_order_.pop_front();
+  }
+}
+
+std::optional<std::string> job_service::owner_of(const std::string& jid) {
+  std::lock_guard lk(owners_mu_);
+  auto it = jid_owner_.find(jid);
+  if (it == jid_owner_.end()) return std::nullopt;
+  return it->second;
+}
+
+void job_service::maintenance(sys_clock::time_point now) {
+  if (cfg_.keep_jobs_seconds <= 0) return;
+  {
+    std::lock_guard lk(clean_mu_);
+    if (now - last_clean_ < std::chrono::hours(1)) return;
+    last_clean_ = now;
+  }
+  auto n = store_->clean_old(std::chrono::seconds(cfg_.keep_jobs_seconds));
+  if (n) spdlog::info("removed {} old job(s) from the job cache", n);
 }
 
 }  // namespace sylvite::master

@@ -1,0 +1,47 @@
+// sylvite::master cluster node: this master as a member of a master cluster. It takes
+// the peers' messages off the bus and hands each to the service that owns its rule
+// (publish/return -> job service; aes, key, aes-rotate, key-sync, keys, cluster-key ->
+// key service), reports the peer links (salt-run cluster.peers), removes a peer
+// (salt-run cluster.remove) and keeps the load balancer in step (cluster_lb_admin).
+// Which thread runs each message is decided by the daemon: publish/return on the bus
+// thread, the others (they touch the shared file system) on the control thread.
+// Thread-safety: every method is safe from any thread; handle_peer blocks (files).
+#pragma once
+#include <string>
+#include <utility>
+
+#include "core/config/config.hpp"
+#include "core/wire/value.hpp"
+#include "master/job_service.hpp"
+#include "master/key_service.hpp"
+#include "master/services.hpp"
+
+namespace sylvite::master {
+
+class cluster_node {
+ public:
+  cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs);
+
+  // One message from a peer. Never throws; a malformed or unknown message is logged and
+  // dropped.
+  void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
+  // {id, cluster_id, peers: [link state...]} (salt-run cluster.peers).
+  wire::value status() const;
+  // salt-run cluster.remove <id>: out of the load balancer, peers told, peers/<id>.pub
+  // deleted, its links dropped, the AES key rotated. The runner's return and retcode.
+  std::pair<wire::value, int> remove_peer(const std::string& id);
+  // Load balancer (cluster_lb_admin): add a master that joined through this one to the
+  // HAProxy backends through the runtime API, or log the exact lines to add. Blocking (a
+  // socket round trip): run on a worker.
+  void lb_add_joined(const std::string& id, const std::string& bus_addr);
+  // Take a master out of the load balancer: "" when done, else why not.
+  std::string lb_remove(const std::string& id);
+
+ private:
+  const config::master_config& cfg_;
+  master_links& links_;
+  key_service& keys_;
+  job_service& jobs_;
+};
+
+}  // namespace sylvite::master

@@ -1,0 +1,600 @@
+// sylvite::master key service (key_service.hpp): keys, AES rotation, key events, the
+// publish-port hello check, and the cluster's key messages. Moved out of master_core
+// unchanged in behaviour; the Salt references are in the header.
+#include "master/key_service.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "cluster/cluster_pki.hpp"
+#include "cluster/join.hpp"
+#include "core/crypto/rsa.hpp"
+#include "core/util/files.hpp"
+#include "master/master_sign.hpp"
+
+namespace sylvite::master {
+
+namespace fs = std::filesystem;
+using wire::value;
+
+namespace {
+constexpr std::chrono::seconds kHelloGrace{120};  // previous AES key still opens hellos
+}
+
+key_service::key_service(const config::master_config& cfg, master_links& links, master_counters& counters,
+                         event_hub& events, minion_data_cache& mdata)
+    : cfg_(cfg),
+      links_(links),
+      counters_(counters),
+      events_(events),
+      mdata_(mdata),
+      keys_(cfg.cluster_id && cfg.cluster_pki_dir ? *cfg.cluster_pki_dir : cfg.pki_dir),
+      accepted_(keys_) {}
+
+key_service::~key_service() = default;
+
+result<void> key_service::start(loaded_keys k) {
+  mkeys_ = std::move(k.mkeys);
+  own_ = std::move(k.own);
+  signer_ = std::move(k.signer);
+  local_copy_ = k.local_copy;
+  aes_ = std::make_unique<aes_manager>(mkeys_->priv());
+  if (clustered()) {
+    auto af = cluster::load_or_create_aes(*cfg_.cluster_pki_dir);
+    if (!af) {
+      spdlog::critical("cannot read or create the cluster AES key {}/.aes: {}", cfg_.cluster_pki_dir->string(),
+                       af.error().message());
+      return af.error();
+    }
+    if (auto r = aes_->set_key_string(af->key); !r) return r.error();
+    aes_mtime_ = af->mtime;
+  } else {
+    auto ar = aes_->rotate();
+    if (!ar) {
+      spdlog::error("cannot create the AES key: {}", ar.error().message());
+      return ar.error();
+    }
+  }
+  sessions_ = std::make_unique<session_store>(cfg_.cachedir / "sessions", std::chrono::seconds(cfg_.publish_session));
+  return {};
+}
+
+const master_keys& key_service::own_keys() const noexcept {
+  return clustered() ? own_ : *mkeys_;  // mkeys_ swaps only in a cluster
+}
+
+peer_sink* key_service::peers() const noexcept { return links_.peers.load(); }
+
+std::optional<std::string> key_service::identify_hello(const value& body, const std::string& peer,
+                                                     const offload_fn& offload,
+                                                     std::function<void(const std::string&)> identified) {
+  counters_.hellos++;
+  auto refuse_hello = [&](const std::string& why) -> std::optional<std::string> {
+    counters_.hellos_refused++;
+    spdlog::info("publish hello from {} ignored: {}", peer, why);
+    return std::nullopt;
+  };
+  try {
+    if (!body.is_object()) return refuse_hello("not a map");
+    auto enc = wire::get_text(body, "enc");
+    if (!enc || *enc != "aes") return refuse_hello("enc is not aes");
+    const value* lv = wire::find(body, "load");
+    auto cipher = lv ? wire::as_bytes(*lv) : std::nullopt;
+    if (!cipher) return refuse_hello("load is not bytes");
+    auto cur = aes_->current();
+    auto load = cur->crypt.loads(*cipher, {}, false);
+    if (!load) {
+      if (auto prev = aes_->previous(kHelloGrace)) load = prev->crypt.loads(*cipher, {}, false);
+    }
+    if (!load) return refuse_hello("cannot decrypt with the AES key (minion must re-auth)");
+    auto id = wire::get_text(*load, "id");
+    auto tok = wire::get_text(*load, "tok");
+    if (!id || !tok) return refuse_hello("no id/tok");
+    std::string sid(*id);
+    if (!pki::valid_id(sid)) return refuse_hello("invalid id");
+    auto why = [&sid] { return "token of '" + sid + "' did not verify"; };  // built only to refuse
+    if (offload) {
+      if (auto ok = accepted_.verify_token_cached(sid, *tok)) {
+        if (!*ok) return refuse_hello(why());
+        spdlog::debug("publish connection {} identified as {}", peer, sid);
+        return sid;
+      }
+      // The key is not in memory: read it on a worker thread, never on this one.
+      auto task = [this, sid, t = std::string(*tok), peer, identified = std::move(identified)] {
+        if (!accepted_.verify_token(sid, t)) {
+          counters_.hellos_refused++;
+          spdlog::info("publish hello from {} ignored: token of '{}' did not verify", peer, sid);
+          return;
+        }
+        spdlog::debug("publish connection {} identified as {} (key read off the io thread)", peer, sid);
+        if (identified) identified(sid);
+      };
+      if (!offload(std::move(task))) return refuse_hello("worker queue full (the minion's next hello is checked)");
+      return std::nullopt;
+    }
+    if (!accepted_.verify_token(sid, *tok)) return refuse_hello(why());
+    spdlog::debug("publish connection {} identified as {}", peer, sid);
+    return sid;
+  } catch (const std::exception& e) {
+    return refuse_hello(std::string("exception: ") + e.what());
+  }
+}
+
+result<void> key_service::rotate_aes(const std::string& why) {
+  result<void> r;
+  bool rotated_here = true;
+  if (clustered() && local_copy_) {
+    // The shared .aes is not ours to write: a member on the share rotates it and sends
+    // the new key to every master, this one included.
+    if (auto peer = linked_peer(); peer && peers()->send(*peer, "aes-rotate", value{{"why", why}})) {
+      spdlog::info("cluster AES key rotation ({}) asked of cluster peer {}", why, *peer);
+      return {};
+    }
+    spdlog::error("cluster AES key rotation ({}) failed: no cluster peer linked (local cluster_pki_dir)", why);
+    return make_error_code(boost::system::errc::host_unreachable);
+  }
+  if (clustered()) {
+    // Exactly one master rotates the shared key: cluster::rotate_aes holds an fcntl lock
+    // on cluster_pki_dir/.aes.lock and adopts the key of a master that rotated first.
+    std::lock_guard flk(aes_file_mu_);
+    auto rot = cluster::rotate_aes(*cfg_.cluster_pki_dir, aes_->current()->crypt.key_string());
+    if (!rot) {
+      spdlog::error("cluster AES key rotation ({}) failed: {}", why, rot.error().message());
+      return rot.error();
+    }
+    rotated_here = rot->rotated;
+    std::lock_guard lk(publish_mu_);
+    if (rot->now.key != aes_->current()->crypt.key_string()) r = aes_->set_key_string(rot->now.key);
+    aes_mtime_ = rot->now.mtime;
+  } else {
+    std::lock_guard lk(publish_mu_);  // a publish never pairs an old serial with a new key
+    r = aes_->rotate();
+  }
+  if (!r) {
+    spdlog::error("AES key rotation ({}) failed: {}", why, r.error().message());
+    return r;
+  }
+  counters_.rsa_private_ops++;
+  spdlog::info("Rotating {} AES key ({}){}", clustered() ? "cluster" : "master", why,
+               rotated_here ? "" : ": another master rotated it first, adopted");
+  events_.fire("key", value{{"rotate_aes_key", true}});
+  // The key itself rides along (the links are encrypted): local-copy masters adopt it.
+  if (clustered() && peers())
+    peers()->broadcast("aes", value{{"why", why}, {"key", aes_->current()->crypt.key_string()}});
+  if (after_rotation_) after_rotation_();
+  return {};
+}
+
+std::shared_ptr<const master_keys> key_service::mkeys() const {
+  std::lock_guard lk(mkeys_mu_);
+  return mkeys_;
+}
+
+void key_service::use_cluster_key(crypto::rsa_key priv, const std::string& source) {
+  auto mk = std::make_shared<const master_keys>(master_keys::from_key(priv));
+  {
+    std::lock_guard lk(mkeys_mu_);
+    mkeys_ = std::move(mk);
+  }
+  aes_->set_master_key(std::move(priv));
+  {
+    // The auth reply's "sig" over the AES key must verify with the new pub_key: re-sign
+    // the key in use now (the rotation that follows replaces it anyway).
+    std::lock_guard lk(publish_mu_);
+    (void)aes_->set_key_string(aes_->current()->crypt.key_string());
+  }
+  counters_.rsa_private_ops++;
+  spdlog::warn("Loaded the rotated cluster key pair{}", source);
+}
+
+void key_service::peer_cluster_key(const std::string& from, const value& body) {
+  const std::string pub = std::string(wire::get_text(body, "pub").value_or(""));
+  if (pub.empty()) {
+    spdlog::warn("cluster-key from {} without pub ignored", from);
+    return;
+  }
+  const fs::path cdir = *cfg_.cluster_pki_dir;
+  if (local_copy_) {
+    const value* sealed = wire::find(body, "sealed");
+    const value* mine = sealed && sealed->is_object() ? wire::find(*sealed, cfg_.id) : nullptr;
+    auto pem = cluster::open_sealed(own_.priv(), mine);
+    if (!pem) {
+      spdlog::error("cluster key rotation from {}: the new key was not sealed to this master; still serving the "
+                    "old key",
+                    from);
+      return;
+    }
+    auto k = crypto::rsa_key::from_private_pem(*pem);
+    if (!k || crypto::clean_key(k->public_pem()) != crypto::clean_key(pub)) {
+      spdlog::error("cluster key rotation from {}: the sealed key does not match its pub; ignored", from);
+      return;
+    }
+    std::lock_guard flk(aes_file_mu_);
+    auto rot = cluster::rotate_cluster_keys(cdir, cfg_.keysize, *pem);
+    if (!rot) {
+      spdlog::error("cluster key rotation from {}: cannot write {}: {}", from, cdir.string(), rot.error().message());
+      return;
+    }
+    use_cluster_key(std::move(rot->priv), " (from cluster peer " + from + ", local copy)");
+    return;
+  }
+  // On the share: the rotating member wrote cluster.pem before telling us.
+  for (int i = 0; i < 20; ++i) {
+    auto text = util::read_file(cdir / "cluster.pem");
+    std::optional<crypto::rsa_key> k;
+    if (text) {
+      if (auto p = crypto::rsa_key::from_private_pem(*text)) k = std::move(*p);
+    }
+    if (k && crypto::clean_key(k->public_pem()) == crypto::clean_key(pub)) {
+      use_cluster_key(std::move(*k), " (rotated by cluster peer " + from + ")");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  spdlog::error("cluster key rotation from {}: {}/cluster.pem does not hold the announced key; still serving the "
+                "old key",
+                from, cdir.string());
+}
+
+void key_service::on_peers_removed(const std::vector<std::string>& ids) {
+  if (!clustered() || ids.empty()) return;
+  std::string list;
+  for (const auto& id : ids) list += (list.empty() ? "" : ", ") + id;
+  if (local_copy_) {  // the share's members rotate; the new key reaches us over the bus
+    spdlog::warn("cluster peer(s) {} removed (peers/<id>.pub deleted)", list);
+    return;
+  }
+  // Every member sees the deletion: one rotation. If .aes was written after peers/ last
+  // changed, a master (or salt-run cluster.remove) rotated after the removal already.
+  const fs::path cdir = *cfg_.cluster_pki_dir;
+  std::error_code e1, e2;
+  const auto removed_at = fs::last_write_time(cdir / "peers", e1);
+  const auto aes_at = fs::last_write_time(cdir / ".aes", e2);
+  (void)reload_cluster_aes(false);
+  if (!e1 && !e2 && aes_at >= removed_at) {
+    spdlog::info("cluster peer(s) {} removed (peers/<id>.pub deleted); the AES key was rotated since", list);
+    return;
+  }
+  (void)rotate_aes("cluster_pki_dir/peers/" + (ids.size() == 1 ? ids[0] + ".pub" : "{" + list + "}.pub") + " deleted");
+}
+
+bool key_service::reload_cluster_aes(bool force) {
+  if (!clustered()) return false;
+  std::lock_guard flk(aes_file_mu_);
+  std::error_code ec;
+  auto mt = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
+  if (ec) return false;  // unreachable share: keep serving with the key we have
+  if (!force && mt == aes_mtime_) return false;
+  auto af = cluster::read_aes(*cfg_.cluster_pki_dir);
+  if (!af) return false;
+  aes_mtime_ = af->mtime;
+  if (af->key == aes_->current()->crypt.key_string()) return false;
+  // salt-run cluster.rotate_key rotates .aes after the key pair: a member on the share
+  // that missed the bus message (link down) meets the new pair here.
+  if (!local_copy_) {
+    auto text = util::read_file(*cfg_.cluster_pki_dir / "cluster.pem");
+    if (text) {
+      if (auto k = crypto::rsa_key::from_private_pem(*text);
+          k && crypto::clean_key(k->public_pem()) != mkeys()->pub_clean())
+        use_cluster_key(std::move(*k), " (cluster_pki_dir/cluster.pem changed)");
+    }
+  }
+  return use_cluster_aes(af->key, "");
+}
+
+bool key_service::use_cluster_aes(const std::string& key, const std::string& source) {
+  {
+    std::lock_guard lk(publish_mu_);  // a publish never pairs an old serial with a new key
+    if (!aes_->set_key_string(key)) return false;
+  }
+  spdlog::info("Loaded the rotated cluster AES key{}", source);
+  events_.fire("key", value{{"rotate_aes_key", true}});
+  return true;
+}
+
+std::optional<std::string> key_service::linked_peer() const {
+  if (!peers()) return std::nullopt;
+  for (const auto& p : peers()->status())
+    if (wire::get_text(p, "state").value_or("") == "up")
+      if (auto id = wire::get_text(p, "id"); id && !id->empty()) return std::string(*id);
+  return std::nullopt;
+}
+
+void key_service::local_key_effects(const std::string& act, const std::vector<std::string>& ids) {
+  const bool revoke = act == "reject" || act == "delete";
+  if (local_copy_) {
+    std::lock_guard lk(sync_mu_);
+    for (const auto& id : ids) {
+      if (revoke) revoked_at_[id] = sync_seq_;
+      else if (act == "accept") revoked_at_.erase(id);
+    }
+  }
+  for (const auto& id : ids) {
+    if (!pki::valid_id(id)) continue;
+    accepted_.invalidate(id);
+    if (revoke) {
+      sessions_->remove(id);
+      if (auto* s = links_.pub.load()) s->disconnect(id);
+    }
+    if (act == "delete") mdata_.remove(id);
+  }
+}
+
+void key_service::on_peer_up(const std::string& id) {
+  if (local_copy_ && peers()) {
+    const bool queued = peers()->send(id, "key-sync", key_sync_request());
+    spdlog::debug("minion keys asked of cluster peer {} (local cluster_pki_dir){}", id, queued ? "" : ": no link");
+  }
+}
+
+void key_service::apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const value* pubs) {
+  using pki::key_state;
+  for (const auto& id : ids) {
+    if (act == "accept") {
+      auto pem = pubs && pubs->is_object() ? wire::get_text(*pubs, id) : std::nullopt;
+      // A shared directory has the file already; a local copy (or a share that lost it)
+      // gets it here. Never overwrite a different accepted key.
+      if (pem && !keys_.exists(key_state::accepted, id) && crypto::rsa_key::from_public_pem(*pem)) {
+        if (auto r = keys_.write(key_state::accepted, id, *pem); !r)
+          spdlog::warn("cannot record the accepted key of {} from a cluster peer: {}", id, r.error().message());
+        (void)keys_.remove(key_state::pending, id);
+      }
+    } else if (act == "reject") {  // on a shared directory already done: a no-op
+      for (auto from : {key_state::accepted, key_state::pending})
+        if (keys_.exists(from, id)) (void)keys_.move(id, from, key_state::rejected);
+    } else if (act == "delete") {
+      for (auto st : {key_state::accepted, key_state::pending, key_state::rejected, key_state::denied})
+        (void)keys_.remove(st, id);
+    }
+  }
+}
+
+value key_service::key_snapshot() const {
+  value snap = value::object();
+  for (auto st : {pki::key_state::accepted, pki::key_state::rejected}) {
+    value m = value::object();
+    for (const auto& id : keys_.list(st))
+      if (auto pem = keys_.read(st, id)) m[id] = *pem;
+    snap[std::string(pki::state_name(st))] = std::move(m);
+  }
+  return snap;
+}
+
+value key_service::key_sync_request() {
+  std::lock_guard lk(sync_mu_);
+  return value{{"for", cfg_.id}, {"seq", static_cast<std::int64_t>(++sync_seq_)}};
+}
+
+void key_service::apply_key_snapshot(const std::string& from, const value& snap) {
+  using pki::key_state;
+  keys_synced_ = true;
+  // Which of our requests this answers (0: not ours, e.g. broadcast for another master).
+  std::uint64_t seq = 0;
+  if (wire::get_text(snap, "for").value_or("") == cfg_.id)
+    seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, wire::get_int(snap, "seq").value_or(0)));
+  std::map<std::string, std::uint64_t> revoked;
+  {
+    std::lock_guard lk(sync_mu_);
+    revoked = revoked_at_;
+  }
+  std::size_t added = 0, skipped = 0;
+  for (auto st : {key_state::accepted, key_state::rejected}) {
+    const value* m = wire::find(snap, std::string(pki::state_name(st)));
+    if (!m || !m->is_object()) continue;
+    for (auto it = m->begin(); it != m->end(); ++it) {
+      const std::string id = it.key();
+      auto pem = wire::as_text(it.value());
+      if (!pki::valid_id(id) || !pem || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(*pem)) continue;
+      if (auto rv = revoked.find(id); rv != revoked.end() && rv->second >= seq) {
+        ++skipped;  // deleted or rejected here after this snapshot was asked for
+        continue;
+      }
+      if (auto r = keys_.write(st, id, *pem); !r) {
+        spdlog::warn("cannot record the key of {} from cluster peer {}: {}", id, from, r.error().message());
+        continue;
+      }
+      (void)keys_.remove(key_state::pending, id);
+      accepted_.invalidate(id);
+      ++added;
+    }
+  }
+  if (seq > 0) {  // a snapshot asked for after these revocations has the share's word on them
+    std::lock_guard lk(sync_mu_);
+    std::erase_if(revoked_at_, [&](const auto& kv) { return kv.second < seq; });
+  }
+  if (added) spdlog::info("{} minion key(s) copied from cluster peer {} (local cluster_pki_dir)", added, from);
+  if (skipped)
+    spdlog::debug("{} key(s) in the snapshot from {} not restored: revoked here after it was asked for", skipped, from);
+}
+
+void key_service::adopt_peer_aes(const std::string& from, const std::string& key) {
+  if (!crypto::crypticle::from_key_string(key)) {
+    spdlog::warn("cluster AES key from {} is not a key; ignored", from);
+    return;
+  }
+  std::lock_guard flk(aes_file_mu_);
+  if (key == aes_->current()->crypt.key_string()) return;
+  if (auto r = util::write_file_atomic(*cfg_.cluster_pki_dir / ".aes", key, 0600); !r)
+    spdlog::warn("cannot write {}/.aes: {}", cfg_.cluster_pki_dir->string(), r.error().message());
+  std::error_code ec;
+  aes_mtime_ = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
+  use_cluster_aes(key, " (from cluster peer " + from + ")");
+}
+
+bool key_service::key_event(const std::string& act, const std::vector<std::string>& ids) {
+  bool rotated = false;
+  const bool revoke = act == "reject" || act == "delete";
+  local_key_effects(act, ids);
+  if (clustered() && peers() && !ids.empty()) {
+    value v = value::array();
+    for (const auto& id : ids) v.push_back(id);
+    value msg{{"act", act}, {"ids", v}, {"local", local_copy_}};
+    if (act == "accept") {  // the keys themselves, for peers whose cluster_pki_dir is a local copy
+      value pubs = value::object();
+      for (const auto& id : ids)
+        if (auto pem = keys_.read(pki::key_state::accepted, id)) pubs[id] = *pem;
+      msg["pubs"] = std::move(pubs);
+    }
+    peers()->broadcast("key", msg);
+  }
+  if (revoke && cfg_.rotate_aes_key && !ids.empty()) {
+    rotated = static_cast<bool>(rotate_aes("key " + act));
+    (void)util::remove_file(cfg_.cachedir / ".dfn");
+  }
+  spdlog::info("key event {} for {} minion(s){}", act, ids.size(), rotated ? ", AES key rotated" : "");
+  return rotated;
+}
+
+void key_service::maintenance(sys_clock::time_point now) {
+  const fs::path dfn = cfg_.cachedir / ".dfn";
+  std::error_code ec;
+  bool rotate = false;
+  std::string why;
+  if (fs::exists(dfn, ec) && !local_copy_) {  // a local copy leaves rotations to the share's masters
+    rotate = true;
+    why = "drop file";
+  }
+  auto cur = aes_->current();
+  if (clustered() && local_copy_ && peers() && (++sync_ticks_ % 12 == 0 || !keys_synced_)) {
+    // A local copy asks one peer for the minion keys at every tick until a snapshot came
+    // (the first answer can miss a link that was still being set up), then every minute
+    // (auto-accepted keys raise no key event).
+    if (auto peer = linked_peer()) peers()->send(*peer, "key-sync", key_sync_request());
+  }
+  if (clustered()) {
+    reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late
+    std::error_code mec;
+    auto mt = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", mec);
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now() - mt);
+    if (!rotate && !mec && !local_copy_ && cfg_.publish_session > 0 &&
+        age >= std::chrono::seconds(cfg_.publish_session)) {
+      rotate = true;
+      why = "publish_session elapsed";
+    }
+  } else if (!rotate && cfg_.publish_session > 0 && now - cur->created >= std::chrono::seconds(cfg_.publish_session)) {
+    rotate = true;
+    why = "publish_session elapsed";
+  }
+  if (rotate) {
+    if (rotate_aes(why)) {
+      if (why == "drop file") {
+        ::chmod(dfn.c_str(), 0600);
+        (void)util::remove_file(dfn);
+      }
+    }
+  }
+}
+
+std::pair<value, int> key_service::rotate_cluster_key() {
+  // docs/security.md section 6: new cluster key pair on the share, every member told over
+  // the bus (a local copy gets the key sealed to its peers/<id>.pub), the minions' pub_sig
+  // re-made for the new key, then the cluster AES key rotated so every minion signs in
+  // again and meets the new key.
+  if (!clustered()) return {"This master is not in a cluster (cluster_id is not set)", 1};
+  if (local_copy_)
+    return {"cluster_pki_dir of this master is a local copy (made by a join): run salt-run cluster.rotate_key on a "
+            "master whose cluster_pki_dir is the shared directory",
+            1};
+  const std::filesystem::path cdir = *cfg_.cluster_pki_dir;
+  auto fp = [](const std::string& pem) {
+    auto f = crypto::pem_fingerprint(pem, "sha256");
+    return f ? *f : std::string("?");
+  };
+  // Sealed copies for every other member, made before anything changes (a peer key that
+  // cannot be read is reported, not fatal: a member on the share reads the file).
+  auto peer_keys = cluster::list_peer_keys(cdir);
+  std::unique_lock flk(aes_file_mu_);
+  auto rot = cluster::rotate_cluster_keys(cdir, cfg_.keysize);
+  if (!rot) {
+    spdlog::error("salt-run cluster.rotate_key failed: {}", rot.error().message());
+    return {"cannot rotate the cluster key pair in " + cdir.string() + ": " + rot.error().message() +
+                " (the old key pair is still in use)",
+            1};
+  }
+  flk.unlock();
+  value sealed = value::object();
+  value told = value::array();
+  for (const auto& [id, pub] : peer_keys) {
+    if (id == cfg_.id) continue;
+    sealed[id] = cluster::seal_to(pub, rot->priv.private_pem());
+    told.push_back(id);
+  }
+  const std::string new_pub = rot->pub_pem;
+  use_cluster_key(rot->priv, " (salt-run cluster.rotate_key)");
+  if (peers()) peers()->broadcast("cluster-key", value{{"pub", new_pub}, {"sealed", sealed}});
+  value ret = value::object();
+  ret["old_fingerprint"] = rot->old_pub_pem.empty() ? std::string("") : fp(rot->old_pub_pem);
+  ret["new_fingerprint"] = fp(new_pub);
+  ret["old_key_kept"] = (cdir / "cluster.pem.old").string();
+  ret["members_told"] = told;
+  int rc = 0;
+  std::string why;
+  if (signer_) {
+    if (cfg_.master_use_pubkey_signature) {
+      ret["master_pubkey_signature"] =
+          "NOT re-made: master_use_pubkey_signature sends the pre-computed file " +
+          (cfg_.pki_dir / pubkey_signature_name(cfg_)).string() +
+          ", which signs the old key; re-create it for the new cluster.pub and restart the masters";
+      rc = 1;
+      why = "pre-computed master pubkey signature";
+    } else {
+      auto ps = signer_->pub_sig(mkeys()->pub_clean(), crypto::sig_algo::pkcs1v15_sha1);
+      ret["master_pubkey_signature"] = ps ? std::string("re-made with ") + cfg_.master_sign_key_name + ".pem"
+                                          : std::string("signing failed");
+      if (!ps) rc = 1;
+    }
+  } else {
+    ret["master_pubkey_signature"] =
+        "off (master_sign_pubkey is not set): minions refuse the new key until their minion_master.pub is removed";
+  }
+  const bool aes = static_cast<bool>(rotate_aes("cluster.rotate_key"));
+  ret["aes_rotated"] = aes;
+  if (!aes) rc = 1;
+  spdlog::warn("cluster key pair rotated by salt-run cluster.rotate_key: {} -> {}; {} member(s) told",
+               ret["old_fingerprint"].get<std::string>(), ret["new_fingerprint"].get<std::string>(), told.size());
+  return {ret, rc};
+}
+
+void key_service::peer_aes(const std::string& from, const std::optional<std::string>& key) {
+  if (local_copy_ && key) adopt_peer_aes(from, *key);
+  else reload_cluster_aes(true);
+}
+
+void key_service::peer_key_event(const std::string& from, const std::string& act, const std::vector<std::string>& ids,
+                                 const value* pubs, bool from_local) {
+  // Accepted keys are written from the event only where the share does not have them
+  // already: on a local copy, or from a local copy's own salt-key (a late event
+  // must not bring back a key deleted on the share meanwhile).
+  apply_peer_keys(act, ids, (local_copy_ || from_local) ? pubs : nullptr);
+  local_key_effects(act, ids);
+  spdlog::info("key event {} for {} minion(s) from cluster peer {}", act, ids.size(), from);
+}
+
+void key_service::peer_asks_rotation(const std::string& from, const std::string& why) {
+  if (!local_copy_) (void)rotate_aes("asked by cluster peer " + from + ": " + why);
+}
+
+void key_service::peer_asks_keys(const std::string& from, const value& request) {
+  // Our link to a new master may not know its id yet: then every peer gets it (only a
+  // local copy applies it).
+  spdlog::debug("cluster peer {} asks for the minion keys", from);
+  auto* p = peers();
+  if (!p) return;
+  value snap = key_snapshot();
+  // Echoed: the asker tells its own answers from a broadcast one, and which request
+  // this answers.
+  if (auto f = wire::get_text(request, "for"); f && pki::valid_id(*f)) snap["for"] = std::string(*f);
+  if (auto q = wire::get_int(request, "seq"); q && *q > 0) snap["seq"] = *q;
+  if (!p->send(from, "keys", snap)) p->broadcast("keys", snap);
+}
+
+void key_service::peer_keys(const std::string& from, const value& snapshot) {
+  spdlog::debug("minion keys from cluster peer {}{}", from, local_copy_ ? "" : " (ignored: shared cluster_pki_dir)");
+  if (local_copy_) apply_key_snapshot(from, snapshot);
+}
+
+}  // namespace sylvite::master

@@ -1,0 +1,167 @@
+// sylvite::master key service: every key the master holds and every rule that changes
+// one. It owns
+//   - the minion key directories (pki::key_store) and the accepted-key cache;
+//   - the key pair minions see (mkeys: master.pem, or cluster.pem in a cluster), this
+//     master's own key in a cluster, the master_sign signer;
+//   - the publish AES key and its rotation (age, drop file, key events, removed peers;
+//     in a cluster the shared cluster_pki_dir/.aes, adopted from peers);
+//   - the per-minion session keys;
+//   - key events (salt-key accept/reject/delete) and their effects (sessions, connections,
+//     minion data), and in a cluster the key events, key snapshots and key-pair rotation
+//     exchanged with the peers;
+//   - the publish-port hello check (who is on the other end of a publish connection).
+// Salt references: salt/master.py Maintenance.handle_key_rotate (drop file cachedir/.dfn;
+// a rotation fires `key` {"rotate_aes_key": true}), salt/channel/server.py
+// PubServerChannel.presence_callback (hello = Crypticle(AES).loads({"id", "tok"})).
+// Thread-safety: every method is safe from any thread. Blocking calls (files, RSA) run on
+// workers or the cluster control thread, never on an io thread, except identify_hello's
+// io-thread form, which never touches a file.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config/config.hpp"
+#include "core/pki/key_store.hpp"
+#include "core/util/result.hpp"
+#include "core/wire/value.hpp"
+#include "master/event_hub.hpp"
+#include "master/keys.hpp"
+#include "master/minion_data.hpp"
+#include "master/services.hpp"
+
+namespace sylvite::master {
+
+class master_signer;  // master/master_sign.hpp
+
+class key_service {
+ public:
+  // What master_core::create loaded: the key pair minions see, this master's own key (a
+  // cluster member; equal to mkeys otherwise), the signer (null when master_sign_pubkey
+  // is off), and whether cluster_pki_dir is a local copy made by a join.
+  struct loaded_keys {
+    std::shared_ptr<const master_keys> mkeys;
+    master_keys own;
+    std::shared_ptr<const master_signer> signer;
+    bool local_copy = false;
+  };
+  key_service(const config::master_config& cfg, master_links& links, master_counters& counters, event_hub& events,
+              minion_data_cache& mdata);
+  ~key_service();
+  // Install the loaded keys and make the first AES key (cluster: read or create the
+  // shared .aes). Errors are logged.
+  result<void> start(loaded_keys k);
+
+  // ---- keys
+  pki::key_store& store() noexcept { return keys_; }
+  const pki::key_store& store() const noexcept { return keys_; }
+  accepted_keys& accepted() noexcept { return accepted_; }
+  aes_manager& aes() noexcept { return *aes_; }
+  session_store& sessions() noexcept { return *sessions_; }
+  // The key pair minions see, swapped whole by a cluster key rotation: hold the returned
+  // pointer for one request.
+  std::shared_ptr<const master_keys> mkeys() const;
+  const master_keys& own_keys() const noexcept;
+  const master_signer* signer() const noexcept { return signer_.get(); }
+  bool local_copy() const noexcept { return local_copy_; }
+
+  // Publishes and key changes are ordered by one lock: a publish never pairs an old
+  // serial with a new key (the job service holds it while it wraps and sends).
+  std::unique_lock<std::mutex> publish_lock() { return std::unique_lock(publish_mu_); }
+
+  // ---- the publish port: a minion's hello -> its id when the token verifies.
+  // offload == nullptr: may read the accepted key file (tests, tools). Otherwise decides
+  // at once when the key is in memory, else hands the file read to offload (a worker)
+  // and returns nullopt; identified(id) runs there once the token verifies.
+  using offload_fn = std::function<bool(std::function<void()>)>;
+  std::optional<std::string> identify_hello(const wire::value& body, const std::string& peer,
+                                            const offload_fn& offload,
+                                            std::function<void(const std::string&)> identified);
+
+  // ---- AES rotation
+  result<void> rotate_aes(const std::string& why);
+  // Called after every rotation made here (ping_on_rotate publishes test.ping).
+  void on_rotated(std::function<void()> f) { after_rotation_ = std::move(f); }
+  // Maintenance tick: drop file, publish_session age, cluster: a peer's rotation picked
+  // up from the share, a local copy's key sync.
+  void maintenance(sys_clock::time_point now);
+
+  // Cluster: pick up the shared .aes when it changed since it was loaded (one stat;
+  // force: read it anyway). True if the key changed.
+  bool reload_cluster_aes(bool force);
+
+  // ---- key events (salt-key through the CLI socket, or tests). act: accept | reject |
+  // delete. Returns whether the AES key was rotated.
+  bool key_event(const std::string& act, const std::vector<std::string>& ids);
+
+  // ---- cluster (called by the cluster node for the peers' messages)
+  // "aes": a peer rotated the cluster AES key (a local copy adopts the key it sent).
+  void peer_aes(const std::string& from, const std::optional<std::string>& key);
+  // "key": a peer's key event ({act, ids, pubs?}); from_local: it came from a local copy.
+  void peer_key_event(const std::string& from, const std::string& act, const std::vector<std::string>& ids,
+                      const wire::value* pubs, bool from_local);
+  // "aes-rotate": a local-copy peer asks a member on the share to rotate.
+  void peer_asks_rotation(const std::string& from, const std::string& why);
+  // "key-sync": a peer asks for the minion keys; the answer ("keys") is sent to it.
+  void peer_asks_keys(const std::string& from, const wire::value& request);
+  // "keys": a key snapshot (a local copy applies it).
+  void peer_keys(const std::string& from, const wire::value& snapshot);
+  // "cluster-key": a peer rotated the cluster key pair.
+  void peer_cluster_key(const std::string& from, const wire::value& body);
+  // A peer link came up: a local copy asks it for the minion keys.
+  void on_peer_up(const std::string& id);
+  // peers/<id>.pub of these peers was deleted: rotate unless .aes changed since.
+  void on_peers_removed(const std::vector<std::string>& ids);
+  // salt-run cluster.rotate_key: the runner's return and retcode.
+  std::pair<wire::value, int> rotate_cluster_key();
+
+ private:
+  bool clustered() const noexcept { return cfg_.cluster_id.has_value(); }
+  peer_sink* peers() const noexcept;
+  // Serve `key` from now on (caller holds aes_file_mu_).
+  bool use_cluster_aes(const std::string& key, const std::string& source);
+  void use_cluster_key(crypto::rsa_key priv, const std::string& source);
+  void adopt_peer_aes(const std::string& from, const std::string& key);
+  std::optional<std::string> linked_peer() const;
+  void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
+  void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const wire::value* pubs);
+  wire::value key_snapshot() const;
+  wire::value key_sync_request();
+  void apply_key_snapshot(const std::string& from, const wire::value& snap);
+
+  const config::master_config& cfg_;
+  master_links& links_;
+  master_counters& counters_;
+  event_hub& events_;
+  minion_data_cache& mdata_;
+  pki::key_store keys_;
+  accepted_keys accepted_;
+  mutable std::mutex mkeys_mu_;
+  std::shared_ptr<const master_keys> mkeys_;  // under mkeys_mu_
+  master_keys own_;                          // cluster: pki_dir/master.pem
+  std::shared_ptr<const master_signer> signer_;
+  std::unique_ptr<aes_manager> aes_;
+  std::unique_ptr<session_store> sessions_;
+  std::mutex publish_mu_;
+  std::function<void()> after_rotation_;
+  // cluster mode
+  std::filesystem::file_time_type aes_mtime_{};  // of cluster_pki_dir/.aes when loaded
+  std::mutex aes_file_mu_;
+  bool local_copy_ = false;
+  unsigned sync_ticks_ = 0;
+  std::atomic<bool> keys_synced_{false};  // a key snapshot arrived since start
+  // Local copy: a snapshot answering a key-sync sent before a delete/reject may still hold
+  // that key. Each revoked id remembers how many key-syncs had been sent; a snapshot for an
+  // earlier or the same request does not bring it back. Guarded by sync_mu_.
+  std::mutex sync_mu_;
+  std::uint64_t sync_seq_ = 0;
+  std::map<std::string, std::uint64_t> revoked_at_;
+};
+
+}  // namespace sylvite::master

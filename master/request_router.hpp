@@ -1,0 +1,88 @@
+// sylvite::master request router: the request port's rules. It decodes a request body,
+// checks and opens the envelope (version, AES or session key, ttl, id, token), and routes
+// the command through one table (commands()) to the service that owns it:
+//   clear _auth          -> the sign-in (master/auth.hpp authenticate, key service)
+//   clear ping           -> the load back (heartbeats, failback probes)
+//   aes _return          -> job service
+//   aes _pillar          -> pillar compiler (reply encrypted to the minion's key)
+//   aes _minion_event    -> event bus (Salt's tag blacklist applied)
+//   aes _file_*, _serve_file, ... -> file server
+//   aes _mine*, _master_opts, _master_tops, _ext_nodes, _register_resources
+// Salt references: salt/channel/server.py ReqServerChannel.handle_message and
+// salt/master.py AESFuncs/ClearFuncs (3008.5); the order of checks is in
+// request_router.cpp.
+// Thread-safety: handle() runs on worker threads, many at once.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "core/config/config.hpp"
+#include "core/util/rate_limit.hpp"
+#include "core/wire/value.hpp"
+#include "master/event_hub.hpp"
+#include "master/fileserver.hpp"
+#include "master/job_service.hpp"
+#include "master/key_service.hpp"
+#include "master/minion_data.hpp"
+#include "master/pillar.hpp"
+#include "master/services.hpp"
+
+namespace sylvite::master {
+
+class source_limiter;   // master/auth.hpp
+class pending_counter;  // master/auth.hpp
+
+class request_router {
+ public:
+  request_router(const config::master_config& cfg, master_links& links, master_counters& counters, event_hub& events,
+                 key_service& keys, job_service& jobs, minion_data_cache& mdata, fileserver& files,
+                 pillar_compiler& pillar);
+
+  // Frame body in, reply body out. Never throws. *authenticated (if given) is set when
+  // the request proved an accepted minion: an AES request that decrypted (v3: and its
+  // token verified) or an accepted _auth; the transport then lifts the connection's
+  // pre-authentication limits.
+  wire::value handle(const wire::value& body, const std::string& peer, bool* authenticated = nullptr);
+
+  // An AES command's handler: the decrypted load (without nonce/tok) and the peer.
+  using aes_handler = std::function<wire::value(wire::value& load, const std::string& peer)>;
+  // The AES command table (exact names; the file server's commands are looked up in it
+  // after these).
+  const std::map<std::string, aes_handler, std::less<>>& commands() const noexcept { return commands_; }
+
+ private:
+  wire::value refuse(const std::string& peer, const std::string& reason, wire::value reply = "bad load");
+  wire::value dispatch_aes(const std::string& cmd, wire::value& load, const std::string& peer);
+  wire::value handle_auth(wire::value& load, int version, const std::string& peer);
+  wire::value encrypt_private(const wire::value& ret, const std::string& id, const std::string& nonce,
+                              bool sign_messages, const wire::value& envelope);
+  wire::value handle_pillar(const wire::value& load);
+  wire::value handle_minion_event(const wire::value& load);
+
+  const config::master_config& cfg_;
+  master_links& links_;
+  master_counters& counters_;
+  event_hub& events_;
+  key_service& keys_;
+  job_service& jobs_;
+  minion_data_cache& mdata_;
+  fileserver& files_;
+  pillar_compiler& pillar_;
+  std::map<std::string, aes_handler, std::less<>> commands_;
+  // Sign-in limits (made on first use): unaccepted_auth_rate per source and
+  // max_pending_keys.
+  std::once_flag auth_limits_once_;
+  std::shared_ptr<source_limiter> unaccepted_limit_;
+  std::shared_ptr<pending_counter> pending_count_;
+  util::log_limiter minion_tag_log_;  // blacklisted _minion_event tags
+};
+
+// False for tags a minion may not fire (Salt's MINION_EVENT_BLACKLIST: job publishes and
+// returns, keys, runners, wheel, cloud, the cluster).
+bool valid_minion_tag(std::string_view tag);
+
+}  // namespace sylvite::master
