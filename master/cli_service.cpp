@@ -357,16 +357,17 @@ std::pair<value, int> master_core::rotate_cluster_key() {
             1};
   }
   flk.unlock();
-  value sealed = value::object();
+  cluster::msg::cluster_key note;  // the new pub, the private key sealed to each member
   value told = value::array();
   for (const auto& [id, pub] : peers) {
     if (id == cfg_.id) continue;
-    sealed[id] = cluster::seal_to(pub, rot->priv.private_pem());
+    note.sealed.emplace_back(id, cluster::seal_to(pub, rot->priv.private_pem()));
     told.push_back(id);
   }
   const std::string new_pub = rot->pub_pem;
   use_cluster_key(rot->priv, " (salt-run cluster.rotate_key)");
-  if (peers_) peers_->broadcast("cluster-key", value{{"pub", new_pub}, {"sealed", sealed}});
+  note.pub = new_pub;
+  if (peers_) peers_->broadcast(note);
   value ret = value::object();
   ret["old_fingerprint"] = rot->old_pub_pem.empty() ? std::string("") : fp(rot->old_pub_pem);
   ret["new_fingerprint"] = fp(new_pub);
@@ -452,7 +453,7 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     // In order: out of the load balancer (no new minion connections), tell the peers,
     // delete its key (the buses close its links), rotate the AES key.
     const std::string lb = lb_remove(id);
-    if (peers_) peers_->broadcast("leave", value{{"id", id}});
+    if (peers_) peers_->broadcast(cluster::msg::leave{id});
     if (auto r = util::remove_file(p); !r) {
       out->reply(value{{"return", "cannot remove " + p.string() + ": " + r.error().message()}, {"retcode", 1}});
       return;

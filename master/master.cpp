@@ -289,7 +289,7 @@ result<void> master_core::rotate_aes(const std::string& why) {
   if (clustered() && local_copy_) {
     // The shared .aes is not ours to write: a member on the share rotates it and sends
     // the new key to every master, this one included.
-    if (auto peer = linked_peer(); peer && peers_->send(*peer, "aes-rotate", value{{"why", why}})) {
+    if (auto peer = linked_peer(); peer && peers_->send(*peer, cluster::msg::aes_rotate{why})) {
       spdlog::info("cluster AES key rotation ({}) asked of cluster peer {}", why, *peer);
       return {};
     }
@@ -323,7 +323,7 @@ result<void> master_core::rotate_aes(const std::string& why) {
   hub_.fire("key", value{{"rotate_aes_key", true}});
   // The key itself rides along (the links are encrypted): local-copy masters adopt it.
   if (clustered() && peers_)
-    peers_->broadcast("aes", value{{"why", why}, {"key", aes_->current()->crypt.key_string()}});
+    peers_->broadcast(cluster::msg::aes{why, aes_->current()->crypt.key_string()});
   if (cfg_.ping_on_rotate) {
     publish_request req;
     req.tgt = "*";
@@ -355,16 +355,11 @@ void master_core::use_cluster_key(crypto::rsa_key priv, const std::string& sourc
   spdlog::warn("Loaded the rotated cluster key pair{}", source);
 }
 
-void master_core::handle_peer_cluster_key(const std::string& from, const value& body) {
-  const std::string pub = std::string(wire::get_text(body, "pub").value_or(""));
-  if (pub.empty()) {
-    spdlog::warn("cluster-key from {} without pub ignored", from);
-    return;
-  }
+void master_core::on_peer(const std::string& from, const cluster::msg::cluster_key& m) {
+  const std::string& pub = m.pub;  // not empty (decode)
   const fs::path cdir = *cfg_.cluster_pki_dir;
   if (local_copy_) {
-    const value* sealed = wire::find(body, "sealed");
-    const value* mine = sealed && sealed->is_object() ? wire::find(*sealed, cfg_.id) : nullptr;
+    const value* mine = m.sealed_for(cfg_.id);
     auto pem = cluster::open_sealed(own_.priv(), mine);
     if (!pem) {
       spdlog::error("cluster key rotation from {}: the new key was not sealed to this master; still serving the "
@@ -504,98 +499,92 @@ std::optional<std::string> master_core::owner_of(const std::string& jid) {
   return it->second;
 }
 
+namespace {
+// Peer messages refused at decode: authenticated peers, but a bug or a newer version can
+// repeat one at will.
+util::log_limiter peer_refused_log;
+}  // namespace
+
 void master_core::handle_peer(const std::string& from, const std::string& type, const value& body) {
   try {
-    if (type == "publish") {
-      auto jid = wire::get_text(body, "jid");
-      const value* f = wire::find(body, "frame");
-      auto frame = f ? wire::as_bytes(*f) : std::nullopt;
-      if (!jid || !frame) {
-        spdlog::warn("cluster publish from {} without jid/frame ignored", from);
-        return;
-      }
-      note_owner(std::string(*jid), from);
-      if (!sink_) return;
-      // Serial order == send order on this master's connections (relay_frame).
-      std::lock_guard lk(publish_mu_);
-      auto bytes = relay_frame(std::string(*frame));
-      const value* t = wire::find(body, "targets");
-      if (t && t->is_array()) {
-        std::vector<std::string> ids;
-        for (const auto& x : *t)
-          if (auto s = wire::as_text(x)) ids.emplace_back(*s);
-        if (topic_fallback(ids)) sink_->publish_all(bytes);
-        else sink_->publish_to(bytes, ids);
-      } else {
-        sink_->publish_all(bytes);
-      }
+    std::string why;
+    auto m = cluster::decode(type, body, why);
+    if (!m) {
+      if (auto n = peer_refused_log.hit())
+        spdlog::warn("cluster message '{}' from {} refused: {}{}", type, from, why,
+                     n > 1 ? " (" + std::to_string(n) + " refused since the last such line)" : std::string());
       return;
     }
-    if (type == "return") {
-      auto jid = wire::get_text(body, "jid");
-      auto id = wire::get_text(body, "id");
-      const value* load = wire::find(body, "load");
-      if (!jid || !id || !load || !pki::valid_id(*id)) {
-        spdlog::warn("cluster return from {} malformed; ignored", from);
-        return;
-      }
-      hub_.fire("salt/job/" + std::string(*jid) + "/ret/" + std::string(*id), *load, std::string(*jid));
-      return;
-    }
-    if (type == "aes") {
-      auto key = wire::get_text(body, "key");
-      if (local_copy_ && key) adopt_peer_aes(from, std::string(*key));
-      else reload_cluster_aes(true);
-      return;
-    }
-    if (type == "key") {
-      auto act = wire::get_text(body, "act");
-      const value* ids = wire::find(body, "ids");
-      if (!act || !ids || !ids->is_array()) return;
-      std::vector<std::string> v;
-      for (const auto& x : *ids)
-        if (auto s = wire::as_text(x); s && pki::valid_id(*s)) v.emplace_back(*s);
-      // Accepted keys are written from the event only where the share does not have them
-      // already: on a local copy, or from a local copy's own salt-key (a late event
-      // must not bring back a key deleted on the share meanwhile).
-      const bool from_local = wire::get_bool(body, "local").value_or(false);
-      apply_peer_keys(std::string(*act), v, (local_copy_ || from_local) ? wire::find(body, "pubs") : nullptr);
-      local_key_effects(std::string(*act), v);
-      spdlog::info("key event {} for {} minion(s) from cluster peer {}", *act, v.size(), from);
-      return;
-    }
-    if (type == "cluster-key") {
-      handle_peer_cluster_key(from, body);
-      return;
-    }
-    if (type == "aes-rotate") {  // asked by a master whose cluster_pki_dir is a local copy
-      if (!local_copy_)
-        (void)rotate_aes("asked by cluster peer " + from + ": " + std::string(wire::get_text(body, "why").value_or("")));
-      return;
-    }
-    if (type == "key-sync") {  // a local-copy peer asks for the minion keys
-      // Our link to a new master may not know its id yet: then every peer gets it (only a
-      // local copy applies it).
-      spdlog::debug("cluster peer {} asks for the minion keys", from);
-      if (peers_) {
-        value snap = key_snapshot();
-        // Echoed: the asker tells its own answers from a broadcast one, and which request
-        // this answers.
-        if (auto f = wire::get_text(body, "for"); f && pki::valid_id(*f)) snap["for"] = std::string(*f);
-        if (auto q = wire::get_int(body, "seq"); q && *q > 0) snap["seq"] = *q;
-        if (!peers_->send(from, "keys", snap)) peers_->broadcast("keys", snap);
-      }
-      return;
-    }
-    if (type == "keys") {
-      spdlog::debug("minion keys from cluster peer {}{}", from, local_copy_ ? "" : " (ignored: shared cluster_pki_dir)");
-      if (local_copy_) apply_key_snapshot(from, body);
-      return;
-    }
-    spdlog::warn("unknown cluster message type '{}' from {} ignored", type, from);
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, cluster::msg::join> || std::is_same_v<T, cluster::msg::leave>)
+            spdlog::debug("cluster message {} from {}: handled by the peer bus", type, from);
+          else
+            on_peer(from, x);
+        },
+        *m);
   } catch (const std::exception& e) {
     spdlog::error("cluster message {} from {} failed: {}", type, from, e.what());
   }
+}
+
+void master_core::on_peer(const std::string& from, const cluster::msg::publish& m) {
+  note_owner(m.jid, from);
+  if (!sink_) return;
+  // Serial order == send order on this master's connections (relay_frame).
+  std::lock_guard lk(publish_mu_);
+  auto bytes = relay_frame(m.frame);
+  if (m.targets) {
+    if (topic_fallback(*m.targets)) sink_->publish_all(bytes);
+    else sink_->publish_to(bytes, *m.targets);
+  } else {
+    sink_->publish_all(bytes);
+  }
+}
+
+void master_core::on_peer(const std::string& /*from*/, const cluster::msg::ret& m) {
+  hub_.fire("salt/job/" + m.jid + "/ret/" + m.id, m.load, m.jid);
+}
+
+void master_core::on_peer(const std::string& from, const cluster::msg::aes& m) {
+  if (local_copy_ && m.key) adopt_peer_aes(from, *m.key);
+  else reload_cluster_aes(true);
+}
+
+void master_core::on_peer(const std::string& from, const cluster::msg::aes_rotate& m) {
+  // Asked by a master whose cluster_pki_dir is a local copy.
+  if (!local_copy_) (void)rotate_aes("asked by cluster peer " + from + ": " + m.why);
+}
+
+void master_core::on_peer(const std::string& from, const cluster::msg::key_event& m) {
+  std::vector<std::string> v;
+  for (const auto& id : m.ids)
+    if (pki::valid_id(id)) v.push_back(id);
+  // Accepted keys are written from the event only where the share does not have them
+  // already: on a local copy, or from a local copy's own salt-key (a late event
+  // must not bring back a key deleted on the share meanwhile).
+  apply_peer_keys(m.act, v, (local_copy_ || m.local) && m.pubs ? &*m.pubs : nullptr);
+  local_key_effects(m.act, v);
+  spdlog::info("key event {} for {} minion(s) from cluster peer {}", m.act, v.size(), from);
+}
+
+void master_core::on_peer(const std::string& from, const cluster::msg::key_sync& m) {
+  // A local-copy peer asks for the minion keys. Our link to a new master may not know its
+  // id yet: then every peer gets it (only a local copy applies it).
+  spdlog::debug("cluster peer {} asks for the minion keys", from);
+  if (!peers_) return;
+  auto snap = key_snapshot();
+  // Echoed: the asker tells its own answers from a broadcast one, and which request
+  // this answers.
+  if (m.asker && pki::valid_id(*m.asker)) snap.asker = *m.asker;
+  if (m.seq && *m.seq > 0) snap.seq = *m.seq;
+  if (!peers_->send(from, snap)) peers_->broadcast(snap);
+}
+
+void master_core::on_peer(const std::string& from, const cluster::msg::keys& m) {
+  spdlog::debug("minion keys from cluster peer {}{}", from, local_copy_ ? "" : " (ignored: shared cluster_pki_dir)");
+  if (local_copy_) apply_key_snapshot(from, m);
 }
 
 namespace {
@@ -657,16 +646,17 @@ std::string master_core::lb_remove(const std::string& id) {
 // ---- local copy of cluster_pki_dir (a master that joined without the share) --------------
 void master_core::on_peer_up(const std::string& id) {
   if (local_copy_ && peers_) {
-    const bool queued = peers_->send(id, "key-sync", key_sync_request());
+    const bool queued = peers_->send(id, key_sync_request());
     spdlog::debug("minion keys asked of cluster peer {} (local cluster_pki_dir){}", id, queued ? "" : ": no link");
   }
 }
 
-void master_core::apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const value* pubs) {
+void master_core::apply_peer_keys(const std::string& act, const std::vector<std::string>& ids,
+                                  const cluster::id_pems* pubs) {
   using pki::key_state;
   for (const auto& id : ids) {
     if (act == "accept") {
-      auto pem = pubs && pubs->is_object() ? wire::get_text(*pubs, id) : std::nullopt;
+      const std::string* pem = pubs ? cluster::find_pem(*pubs, id) : nullptr;
       // A shared directory has the file already; a local copy (or a share that lost it)
       // gets it here. Never overwrite a different accepted key.
       if (pem && !keys_.exists(key_state::accepted, id) && crypto::rsa_key::from_public_pem(*pem)) {
@@ -684,29 +674,28 @@ void master_core::apply_peer_keys(const std::string& act, const std::vector<std:
   }
 }
 
-value master_core::key_snapshot() const {
-  value snap = value::object();
+cluster::msg::keys master_core::key_snapshot() const {
+  cluster::msg::keys snap;
   for (auto st : {pki::key_state::accepted, pki::key_state::rejected}) {
-    value m = value::object();
+    auto& m = st == pki::key_state::accepted ? snap.accepted : snap.rejected;
     for (const auto& id : keys_.list(st))
-      if (auto pem = keys_.read(st, id)) m[id] = *pem;
-    snap[std::string(pki::state_name(st))] = std::move(m);
+      if (auto pem = keys_.read(st, id)) m.emplace_back(id, *pem);
   }
   return snap;
 }
 
-value master_core::key_sync_request() {
+cluster::msg::key_sync master_core::key_sync_request() {
   std::lock_guard lk(sync_mu_);
-  return value{{"for", cfg_.id}, {"seq", static_cast<std::int64_t>(++sync_seq_)}};
+  return cluster::msg::key_sync{cfg_.id, static_cast<std::int64_t>(++sync_seq_)};
 }
 
-void master_core::apply_key_snapshot(const std::string& from, const value& snap) {
+void master_core::apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap) {
   using pki::key_state;
   keys_synced_ = true;
   // Which of our requests this answers (0: not ours, e.g. broadcast for another master).
   std::uint64_t seq = 0;
-  if (wire::get_text(snap, "for").value_or("") == cfg_.id)
-    seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, wire::get_int(snap, "seq").value_or(0)));
+  if (snap.asker.value_or("") == cfg_.id)
+    seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, snap.seq.value_or(0)));
   std::map<std::string, std::uint64_t> revoked;
   {
     std::lock_guard lk(sync_mu_);
@@ -714,17 +703,13 @@ void master_core::apply_key_snapshot(const std::string& from, const value& snap)
   }
   std::size_t added = 0, skipped = 0;
   for (auto st : {key_state::accepted, key_state::rejected}) {
-    const value* m = wire::find(snap, std::string(pki::state_name(st)));
-    if (!m || !m->is_object()) continue;
-    for (auto it = m->begin(); it != m->end(); ++it) {
-      const std::string id = it.key();
-      auto pem = wire::as_text(it.value());
-      if (!pki::valid_id(id) || !pem || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(*pem)) continue;
+    for (const auto& [id, pem] : st == key_state::accepted ? snap.accepted : snap.rejected) {
+      if (!pki::valid_id(id) || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(pem)) continue;
       if (auto rv = revoked.find(id); rv != revoked.end() && rv->second >= seq) {
         ++skipped;  // deleted or rejected here after this snapshot was asked for
         continue;
       }
-      if (auto r = keys_.write(st, id, *pem); !r) {
+      if (auto r = keys_.write(st, id, pem); !r) {
         spdlog::warn("cannot record the key of {} from cluster peer {}: {}", id, from, r.error().message());
         continue;
       }
@@ -769,16 +754,13 @@ bool master_core::key_event(const std::string& act, const std::vector<std::strin
   const bool revoke = act == "reject" || act == "delete";
   local_key_effects(act, ids);
   if (clustered() && peers_ && !ids.empty()) {
-    value v = value::array();
-    for (const auto& id : ids) v.push_back(id);
-    value msg{{"act", act}, {"ids", v}, {"local", local_copy_}};
+    cluster::msg::key_event msg{act, ids, local_copy_, std::nullopt};
     if (act == "accept") {  // the keys themselves, for peers whose cluster_pki_dir is a local copy
-      value pubs = value::object();
+      msg.pubs.emplace();
       for (const auto& id : ids)
-        if (auto pem = keys_.read(pki::key_state::accepted, id)) pubs[id] = *pem;
-      msg["pubs"] = std::move(pubs);
+        if (auto pem = keys_.read(pki::key_state::accepted, id)) msg.pubs->emplace_back(id, *pem);
     }
-    peers_->broadcast("key", msg);
+    peers_->broadcast(msg);
   }
   if (revoke && cfg_.rotate_aes_key && !ids.empty()) {
     rotated = static_cast<bool>(rotate_aes("key " + act));
@@ -802,7 +784,7 @@ void master_core::maintenance(sys_clock::time_point now) {
     // A local copy asks one peer for the minion keys at every tick until a snapshot came
     // (the first answer can miss a link that was still being set up), then every minute
     // (auto-accepted keys raise no key event).
-    if (auto peer = linked_peer()) peers_->send(*peer, "key-sync", key_sync_request());
+    if (auto peer = linked_peer()) peers_->send(*peer, key_sync_request());
   }
   if (clustered()) {
     reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/peer_messages.hpp"
 #include "core/config/config.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/pki/key_store.hpp"
@@ -69,6 +70,15 @@ class peer_sink {
   virtual bool send(const std::string& peer_id, const std::string& type, const wire::value& body) = 0;
   virtual wire::value status() const = 0;
   virtual void drop_peer(const std::string& id) = 0;  // removed: send it nothing more
+  // Typed messages (cluster/peer_messages.hpp), encoded for the two calls above.
+  void broadcast(const cluster::peer_msg& m) {
+    auto e = cluster::encode(m);
+    broadcast(e.type, e.body);
+  }
+  bool send(const std::string& peer_id, const cluster::peer_msg& m) {
+    auto e = cluster::encode(m);
+    return send(peer_id, e.type, e.body);
+  }
 };
 
 class master_signer;  // master/master_sign.hpp
@@ -128,6 +138,8 @@ class master_core {
   // This master's own key (cluster mode: peers authenticate it; otherwise = mkeys()).
   const master_keys& own_keys() const noexcept { return clustered() ? own_ : *mkeys_; }  // mkeys_ swaps only in a cluster
   // ---- cluster peer bus (blocking: call from the bus thread). Never throws.
+  // Decodes (cluster/peer_messages.hpp: an unknown or malformed message is refused and
+  // logged) and runs the handler of that type; cluster::lane_of(type) says on which thread.
   void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
   // Peer link state for operators (salt-run cluster.peers).
   wire::value cluster_status() const;
@@ -268,7 +280,7 @@ class master_core {
   // Local copy: a snapshot answering a key-sync sent before a delete/reject may still hold
   // that key. Each revoked id remembers how many key-syncs had been sent; a snapshot for an
   // earlier or the same request does not bring it back. Guarded by sync_mu_.
-  wire::value key_sync_request();
+  cluster::msg::key_sync key_sync_request();
   std::mutex sync_mu_;
   std::uint64_t sync_seq_ = 0;
   std::map<std::string, std::uint64_t> revoked_at_;
@@ -284,14 +296,21 @@ class master_core {
   std::optional<std::string> linked_peer() const;  // a peer whose link is up
   void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
   // Key files from a peer's key event ({act, ids, pubs}) or snapshot ("keys").
-  void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const wire::value* pubs);
-  wire::value key_snapshot() const;
-  void apply_key_snapshot(const std::string& from, const wire::value& snap);
+  void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const cluster::id_pems* pubs);
+  cluster::msg::keys key_snapshot() const;
+  void apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap);
   void adopt_peer_aes(const std::string& from, const std::string& key);
   // Serve `priv` as the cluster key from now on (mkeys_, the AES key's signature).
   void use_cluster_key(crypto::rsa_key priv, const std::string& source);
-  // "cluster-key" from a peer that rotated the cluster key pair.
-  void handle_peer_cluster_key(const std::string& from, const wire::value& body);
+  // Peer-bus messages, one handler per type (handle_peer decodes; master.cpp).
+  void on_peer(const std::string& from, const cluster::msg::publish& m);
+  void on_peer(const std::string& from, const cluster::msg::ret& m);
+  void on_peer(const std::string& from, const cluster::msg::aes& m);
+  void on_peer(const std::string& from, const cluster::msg::aes_rotate& m);
+  void on_peer(const std::string& from, const cluster::msg::key_event& m);
+  void on_peer(const std::string& from, const cluster::msg::cluster_key& m);  // the key pair rotated
+  void on_peer(const std::string& from, const cluster::msg::key_sync& m);
+  void on_peer(const std::string& from, const cluster::msg::keys& m);
   std::mutex publish_mu_;  // serial order == send order
   std::int64_t pub_serial_ = 0;  // last publish serial sent (time, us); under publish_mu_
   sys_clock::time_point last_clean_{};

@@ -238,11 +238,8 @@ publish_result master_core::publish(const publish_request& req) {
       // minions connected to it; the publisher owns the job's returns.
       note_owner(res.jid, cfg_.id);
       if (peers_) {
-        value m = value::object();
-        m["jid"] = res.jid;
-        m["frame"] = wire::make_bin(*frame);
-        m["targets"] = topic ? value(res.minions) : value(nullptr);
-        peers_->broadcast("publish", m);
+        peers_->broadcast(cluster::msg::publish{
+            res.jid, *frame, topic ? std::optional<std::vector<std::string>>(res.minions) : std::nullopt});
       }
     }
   }

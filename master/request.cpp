@@ -412,11 +412,8 @@ value master_core::handle_return(value& load) {
     // event hub); the shared job cache already holds it for lookup_jid everywhere.
     auto owner = owner_of(jid);
     if (!owner || *owner != cfg_.id) {
-      value m = value::object();
-      m["jid"] = jid;
-      m["id"] = id;
-      m["load"] = load;
-      if (!owner || !peers_->send(*owner, "return", m)) peers_->broadcast("return", m);
+      const cluster::msg::ret m{jid, id, load};
+      if (!owner || !peers_->send(*owner, m)) peers_->broadcast(m);
     }
   }
   return nullptr;
