@@ -725,8 +725,8 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   // A message refused at decode (peer_messages.hpp): logged, rate-limited.
   void refuse_message(const std::string& from, const std::string& type, const std::string& why) {
     if (auto n = refused_log_.hit())
-      spdlog::warn("cluster message '{}' from {} refused: {} ({} refused in the last {} s)", type, from, why, n,
-                   k_shed_log_interval_ms / 1000);
+      spdlog::warn("cluster message '{}' from {} refused: {}{}", type, from, why,
+                   n > 1 ? " (" + std::to_string(n) + " refused since the last such line)" : std::string());
   }
 
   // Membership messages (lane membership, peer_messages.hpp) the bus handles itself; false
