@@ -24,6 +24,8 @@
 
 #include "cluster/cluster_pki.hpp"
 #include "cluster/join.hpp"
+#include "cluster/peer_link.hpp"
+#include "core/util/rate_limit.hpp"
 #include "core/util/files.hpp"
 #include "core/config/config.hpp"
 
@@ -90,21 +92,32 @@ struct shed_log {
   }
 };
 
+// One outbound link: its state machine (peer_link.hpp) and the I/O the driver needs.
 struct link {
+  link(std::string a, std::string h, std::uint16_t p, link_settings ls, asio::any_io_executor st)
+      : addr(std::move(a)), host(std::move(h)), port(p), fsm(std::move(ls)), strand(std::move(st)) {}
   std::string addr;
   std::string host;
   std::uint16_t port = 0;
-  std::string id;  // known after the first handshake
-  std::deque<peer_message> q;
-  std::string state = "connecting";  // connecting | up | backoff | self | duplicate | removed
-  std::string last_error;
-  std::uint64_t sent = 0, dropped = 0;
-  bool ever_up = false;
-  bool stopped = false;
-  std::shared_ptr<asio::steady_timer> wake;
-  std::shared_ptr<transport::req_client> client;
-  bool warned_full = false;
+  peer_link fsm;                                   // impl::mu_
+  asio::any_io_executor strand;                    // runs the driver
+  std::shared_ptr<asio::steady_timer> wake;        // strand only
+  std::shared_ptr<transport::req_client> client;   // impl::mu_ (closed from any thread)
 };
+
+void log_link(const link_action& a) {
+  switch (a.level) {
+    case link_log_level::debug: spdlog::debug("{}", a.text); break;
+    case link_log_level::info: spdlog::info("{}", a.text); break;
+    case link_log_level::warning: spdlog::warn("{}", a.text); break;
+    case link_log_level::error: spdlog::error("{}", a.text); break;
+  }
+}
+
+bool live(const peer_link& f) {
+  const auto st = f.status();
+  return st != link_status::removed && st != link_status::self && st != link_status::duplicate;
+}
 
 struct in_link {
   std::string from;
@@ -144,6 +157,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   nonce_cache nonces_;
   pending_joins pending_;  // work_ thread only
   std::atomic<bool> stopping_{false};
+  util::log_limiter refused_log_;  // messages refused at decode
   std::thread watcher_;
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
@@ -209,13 +223,13 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
         }
       }
       for (auto& [addr, l] : links_) {
-        if (l->id.empty()) continue;
-        const bool has = keys.count(l->id) > 0;
-        if (!has && l->state != "removed" && l->state != "self" && l->state != "duplicate") {
-          gone.insert(l->id);
-        } else if (has && l->state == "removed") {
-          l->state = "connecting";
-          revived.push_back(l);
+        const std::string& id = l->fsm.peer_id();
+        if (id.empty()) continue;
+        const bool has = keys.count(id) > 0;
+        if (!has && live(l->fsm)) {
+          gone.insert(id);
+        } else if (has && l->fsm.status() == link_status::removed) {
+          if (apply_external(*l, l->fsm.resume(link_event::make(link_event::kind::revived)))) revived.push_back(l);
         }
       }
       for (auto it = inbound_.begin(); it != inbound_.end();) {
@@ -244,11 +258,12 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
         bool unknown = false;
         auto la = config::parse_master_address(addr, s_.port == 0 ? 4520 : s_.port);
         for (const auto& [a, l] : links_) {
-          if (l->id == id && l->state != "removed") have = true;
+          if (l->fsm.peer_id() == id && l->fsm.status() != link_status::removed) have = true;
           // A link to the same host that has not said who it is yet may be this peer
           // (cluster_peers spelled without the port): wait for it. Another host's
           // unidentified link (a peer that is down) must not hold this one back.
-          if (l->id.empty() && l->state != "self" && la && l->host == la->host) unknown = true;
+          if (l->fsm.peer_id().empty() && l->fsm.status() != link_status::self && la && l->host == la->host)
+            unknown = true;
           if (a == addr) have = true;
         }
         if (!have && !unknown && keys_.count(id)) to_add.push_back(addr);
@@ -263,13 +278,12 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
   void drop_peer(const std::string& id, const std::string& why) {
     bool had = false;
     bool fresh = false;
+    std::vector<std::shared_ptr<link>> wake;
     {
       std::lock_guard lk(mu_);
       for (auto& [addr, l] : links_)
-        if (l->id == id && l->state != "removed" && l->state != "self" && l->state != "duplicate") {
-          l->state = "removed";
-          l->q.clear();
-          if (l->client) l->client->close();
+        if (l->fsm.peer_id() == id && live(l->fsm)) {
+          if (apply_external(*l, l->fsm.resume(link_event::make(link_event::kind::removed)))) wake.push_back(l);
           had = true;
         }
       for (auto it = inbound_.begin(); it != inbound_.end();) {
@@ -281,6 +295,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       up_ids_.erase(id);
       fresh = removed_.insert(id).second;
     }
+    for (auto& l : wake) poke(l);
     if (fresh) save_removed();
     if (had) spdlog::warn("cluster peer {} removed ({}): its links are closed", id, why);
     if (had && ev_) ev_(id, false);
@@ -320,10 +335,30 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     }
   }
 
+  // Ends the link's current wait (on its strand, where the driver arms its timer).
   void poke(const std::shared_ptr<link>& l) {
-    asio::post(io_, [l] {
+    asio::post(l->strand, [l] {
       if (l->wake) l->wake->cancel();
     });
+  }
+
+  // mu_ held. A link's connection, closed and forgotten (the driver keeps its own
+  // reference for a request in flight, which then fails).
+  static void close_client(link& l) {
+    if (l.client) l.client->close();
+    l.client.reset();
+  }
+
+  // mu_ held. Actions of an event fed from outside the driver (offer, removed, revived,
+  // stop): close now, log; true when the link needs a poke (after the lock).
+  static bool apply_external(link& l, const std::vector<link_action>& acts) {
+    bool wake = false;
+    for (const auto& a : acts) {
+      if (a.type == link_action::kind::close) close_client(l);
+      else if (a.type == link_action::kind::wake) wake = true;
+      else if (a.type == link_action::kind::log) log_link(a);
+    }
+    return wake;
   }
 
   std::shared_ptr<link> add_link(const std::string& addr) {
@@ -332,40 +367,32 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       spdlog::error("cluster peer address '{}' cannot be parsed; ignored", addr);
       return nullptr;
     }
-    auto l = std::make_shared<link>();
-    l->addr = addr;
-    l->host = a->host;
-    l->port = static_cast<std::uint16_t>(a->port);
+    link_settings ls;
+    ls.addr = addr;
+    ls.self_id = s_.id;
+    ls.max_queue = s_.max_queue;
+    ls.batch = s_.batch;
+    ls.seed = std::random_device{}();
+    auto l = std::make_shared<link>(addr, a->host, static_cast<std::uint16_t>(a->port), std::move(ls),
+                                    asio::make_strand(io_));
     {
       std::lock_guard lk(mu_);
       if (links_.count(addr)) return links_[addr];
       links_[addr] = l;
     }
     auto self = shared_from_this();
-    asio::co_spawn(asio::make_strand(io_), run_link(self, l), asio::detached);
+    asio::co_spawn(l->strand, run_link(self, l), asio::detached);
     return l;
   }
 
-  static bool sendable(const link& l) {
-    return l.state != "self" && l.state != "duplicate" && l.state != "removed" && !l.stopped;
+  // mu_ held. true if queued; wake: the link needs a poke (after the lock).
+  static bool enqueue(link& l, const std::string& type, const value& body, bool& wake) {
+    auto r = l.fsm.offer(peer_message{type, body});
+    wake = apply_external(l, r.actions) || wake;
+    return r.queued;
   }
 
-  bool enqueue(link& l, const std::string& type, const value& body) {
-    if (!sendable(l)) return false;
-    if (l.q.size() >= s_.max_queue) {
-      ++l.dropped;
-      if (!l.warned_full) {
-        l.warned_full = true;
-        spdlog::error("cluster peer {} ({}): queue full ({} messages); dropping messages until it drains",
-                      l.id.empty() ? "?" : l.id, l.addr, l.q.size());
-      }
-      return false;
-    }
-    l.q.push_back(peer_message{type, body});
-    return true;
-  }
-
-  // ---- outbound link --------------------------------------------------------------------------
+  // ---- outbound link: the driver of peer_link (peer_link.hpp) -------------------------------
   static awaitable<void> sleep_on(std::shared_ptr<link> l, milliseconds d, asio::any_io_executor ex) {
     l->wake = std::make_shared<asio::steady_timer>(ex);
     l->wake->expires_after(d);
@@ -373,136 +400,116 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     co_await t->async_wait(asio::as_tuple(use_awaitable));
   }
 
+  // send_hello: the handshake's outcome as an event; key gets the link key.
+  static awaitable<link_event> send_hello(std::shared_ptr<impl> self, std::shared_ptr<link> l,
+                                          std::shared_ptr<crypto::crypticle>& key) {
+    using k = link_event::kind;
+    std::shared_ptr<transport::req_client> client;
+    {
+      std::lock_guard lk(self->mu_);
+      client = l->client;
+    }
+    if (!client) co_return link_event::make(k::connect_failed, "connection closed");
+    const std::string nonce = crypto::uuid4_hex();
+    value hello = make_hello(self->s_.cluster_id, self->s_.id, self->s_.advertise, self->s_.priv, nonce, unix_now());
+    auto r = co_await client->request(std::move(hello), self->s_.request_timeout);
+    if (!r) co_return link_event::make(k::connect_failed, r.error().message());
+    std::string why;
+    auto w = verify_welcome(*r, self->s_.id, self->s_.priv, nonce,
+                            [&](const std::string& id) { return self->key_of(id); }, why);
+    if (!w) co_return link_event::make(k::welcome_refused, why);
+    auto c = crypto::crypticle::from_key_string(w->key);
+    if (!c) co_return link_event::make(k::welcome_refused, "link key does not decrypt");
+    key = std::make_shared<crypto::crypticle>(std::move(*c));
+    co_return link_event::welcome(w->from, w->link);
+  }
+
+  // send_batch: sealed with the link key; the ack (or its failure) as an event.
+  static awaitable<link_event> send_batch(std::shared_ptr<impl> self, std::shared_ptr<link> l,
+                                          std::shared_ptr<crypto::crypticle> key, const link_action& a) {
+    using k = link_event::kind;
+    std::shared_ptr<transport::req_client> client;
+    {
+      std::lock_guard lk(self->mu_);
+      client = l->client;
+    }
+    if (!client || !key) co_return link_event::make(k::ack_failed, "connection closed");
+    auto r = co_await client->request(seal_batch(*key, a.link_id, a.seq, a.batch), self->s_.request_timeout);
+    std::string why;
+    if (r && open_ack(*key, *r, a.seq, why)) co_return link_event::ack(a.seq);
+    if (!r) why = r.error().message();
+    co_return link_event::make(k::ack_failed, why);
+  }
+
   static awaitable<void> run_link(std::shared_ptr<impl> self, std::shared_ptr<link> l) {
+    using ak = link_action::kind;
     auto ex = co_await asio::this_coro::executor;
-    std::mt19937 rng(std::random_device{}());
-    milliseconds backoff(0);
-    std::string link_id;
-    std::shared_ptr<crypto::crypticle> key;
-    std::uint64_t seq = 1;
-    while (!self->stopping_) {
+    std::shared_ptr<crypto::crypticle> key;  // the link key of the last welcome
+    link_event ev = link_event::make(link_event::kind::start);
+    for (;;) {
+      std::vector<link_action> acts;
+      std::shared_ptr<link> other;  // welcome: the link already up to that peer
+      bool wake_other = false;
       {
         std::lock_guard lk(self->mu_);
-        if (l->state == "self" || l->state == "duplicate" || l->stopped) break;
-      }
-      bool removed;
-      bool empty;
-      {
-        std::lock_guard lk(self->mu_);
-        removed = l->state == "removed";
-        empty = l->q.empty();
-      }
-      if (removed || (empty && key)) {
-        co_await sleep_on(l, milliseconds(removed ? 2000 : 60000), ex);
-        continue;
-      }
-      if (!key) {
-        // Handshake.
-        if (!l->client) {
-          l->client = transport::req_client::create(ex, transport::endpoint{l->host, l->port, {}}, self->s_.topt);
-        }
-        const std::string nonce = crypto::uuid4_hex();
-        value hello = make_hello(self->s_.cluster_id, self->s_.id, self->s_.advertise, self->s_.priv, nonce, unix_now());
-        auto client = l->client;
-        auto r = co_await client->request(std::move(hello), self->s_.request_timeout);
-        std::string why;
-        std::optional<welcome_info> w;
-        if (r) {
-          w = verify_welcome(*r, self->s_.id, self->s_.priv, nonce,
-                             [&](const std::string& id) { return self->key_of(id); }, why);
-        } else {
-          why = r.error().message();
-        }
-        if (!w) {
-          if (why.find("a hello from myself") != std::string::npos) {
-            std::lock_guard lk(self->mu_);
-            l->state = "self";
-            l->id = self->s_.id;
-            l->q.clear();
-            spdlog::debug("cluster peer address {} is this master; ignored", l->addr);
-            break;
-          }
-          {
-            std::lock_guard lk(self->mu_);
-            if (l->state != "removed") l->state = "backoff";
-            if (l->last_error != why) spdlog::warn("cluster link to {} failed: {}", l->addr, why);
-            l->last_error = why;
-          }
-          l->client->close();
-          l->client.reset();
-          backoff = backoff.count() == 0 ? milliseconds(500) : std::min(milliseconds(10000), backoff * 2);
-          const auto wait = backoff / 2 + milliseconds(std::uniform_int_distribution<long>(0, backoff.count() / 2)(rng));
-          co_await sleep_on(l, wait, ex);
-          continue;
-        }
-        bool duplicate = false;
-        bool first = false;
-        {
-          std::lock_guard lk(self->mu_);
-          for (auto& [a, other] : self->links_) {
-            if (other != l && other->id == w->from && sendable(*other)) {
-              // Another address of the same peer is already linked: hand our queue over.
-              for (auto& m : l->q) other->q.push_back(std::move(m));
-              l->q.clear();
-              l->state = "duplicate";
-              duplicate = true;
-              if (other->wake) asio::post(self->io_, [o = other] { if (o->wake) o->wake->cancel(); });
+        if (self->stopping_) (void)apply_external(*l, l->fsm.resume(link_event::make(link_event::kind::stop)));
+        if (ev.type == link_event::kind::welcome) {
+          for (auto& [a, o] : self->links_)
+            if (o != l && o->fsm.peer_id() == ev.peer_id && o->fsm.sendable()) {
+              other = o;
+              ev.duplicate = true;
               break;
             }
-          }
-          if (!duplicate) {
-            l->id = w->from;
-            l->state = "up";
-            l->last_error.clear();
-            first = self->up_ids_.insert(w->from).second;
-          }
         }
-        if (duplicate) {
-          spdlog::debug("cluster peer {} at {} is already linked at another address", w->from, l->addr);
-          l->client->close();
-          break;
+        acts = l->fsm.resume(ev);
+        // What touches shared state runs under the lock, at once.
+        for (const auto& a : acts) {
+          if (a.type == ak::connect && !l->client)
+            l->client = transport::req_client::create(ex, transport::endpoint{l->host, l->port, {}}, self->s_.topt);
+          else if (a.type == ak::close || a.type == ak::finish)
+            close_client(*l);
+          else if (a.type == ak::hand_over && other)  // another address of that peer is linked: our queue to it
+            wake_other = !other->fsm.adopt(l->fsm.take_queue()).empty();
         }
-        auto c = crypto::crypticle::from_key_string(w->key);
-        if (!c) continue;
-        key = std::make_shared<crypto::crypticle>(std::move(*c));
-        link_id = w->link;
-        seq = 1;
-        backoff = milliseconds(0);
-        spdlog::info("cluster link to {} ({}) is up", w->from, l->addr);
-        if (first && self->ev_) self->ev_(w->from, true);
-        continue;
       }
-      // Send one batch and wait for its ack.
-      std::vector<peer_message> batch;
-      {
-        std::lock_guard lk(self->mu_);
-        for (std::size_t i = 0; i < l->q.size() && i < self->s_.batch; ++i) batch.push_back(l->q[i]);
+      if (wake_other) self->poke(other);
+      std::optional<link_event> next;
+      for (const auto& a : acts) {
+        switch (a.type) {
+          case ak::connect:
+          case ak::close:
+          case ak::hand_over:
+          case ak::wake:
+            break;
+          case ak::log:
+            log_link(a);
+            break;
+          case ak::report_up: {
+            bool first;
+            {
+              std::lock_guard lk(self->mu_);
+              first = self->up_ids_.insert(a.peer_id).second;
+            }
+            if (first && self->ev_) self->ev_(a.peer_id, true);
+            break;
+          }
+          case ak::send_hello:
+            next = co_await send_hello(self, l, key);
+            break;
+          case ak::send_batch:
+            next = co_await send_batch(self, l, key, a);
+            break;
+          case ak::arm_timer:
+            co_await sleep_on(l, a.delay, ex);
+            next = link_event::make(link_event::kind::timer_fired);
+            break;
+          case ak::finish:
+            co_return;
+        }
       }
-      if (batch.empty()) continue;
-      value req = seal_batch(*key, link_id, seq, batch);
-      auto client = l->client;
-      auto r = co_await client->request(std::move(req), self->s_.request_timeout);
-      std::string why;
-      if (r && open_ack(*key, *r, seq, why)) {
-        std::lock_guard lk(self->mu_);
-        for (std::size_t i = 0; i < batch.size() && !l->q.empty(); ++i) l->q.pop_front();
-        l->sent += batch.size();
-        l->warned_full = false;
-        ++seq;
-        continue;
-      }
-      if (!r) why = r.error().message();
-      {
-        std::lock_guard lk(self->mu_);
-        if (l->last_error != why) spdlog::warn("cluster link to {} ({}): {}; reconnecting", l->id, l->addr, why);
-        l->last_error = why;
-        if (l->state == "up") l->state = "connecting";
-      }
-      key.reset();
-      if (l->client) l->client->close();
-      l->client.reset();
+      if (!next) co_return;  // every driver event yields one waiting action (peer_link.hpp)
+      ev = std::move(*next);
     }
-    if (l->client) l->client->close();
   }
 
   // ---- inbound (work_ thread) ---------------------------------------------------------------
@@ -677,8 +684,7 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     {
       std::lock_guard lk(mu_);
       for (const auto& [a, l] : links_)
-        if (!l->id.empty() && l->state != "self" && l->state != "duplicate" && l->state != "removed")
-          ident.addrs.emplace(l->id, l->addr);
+        if (!l->fsm.peer_id().empty() && live(l->fsm)) ident.addrs.emplace(l->fsm.peer_id(), l->addr);
       for (const auto& [id, a] : learned_) ident.addrs.emplace(id, a);
     }
     ident.addrs[s_.id] = s_.advertise.empty() ? s_.bind_host + ":" + std::to_string(s_.port) : s_.advertise;
@@ -690,13 +696,9 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
       if (auto k = crypto::rsa_key::from_public_pem(j->pub_pem)) keys_.insert_or_assign(j->from, std::move(*k));
       learned_[j->from] = j->addr;
     }
-    // Other peers record the new member (a shared dir already has the file).
-    value note = value::object();
-    note["id"] = j->from;
-    note["pub"] = j->pub_pem;
-    note["addr"] = j->addr;
-    note["local"] = s_.local_copy;  // then the share has no peers/<J>.pub yet
-    broadcast_all("join", note);
+    // Other peers record the new member (a shared dir already has the file). local: then
+    // the share has no peers/<J>.pub yet.
+    broadcast_all(msg::join{j->from, j->pub_pem, j->addr, s_.local_copy});
     watch_cv_.notify_all();
     spdlog::info("master {} joined the cluster through this master ({} members)", who, ident.peers.size());
     if (s_.on_joined) s_.on_joined(j->from, j->addr);
@@ -707,57 +709,80 @@ struct peer_bus::impl : std::enable_shared_from_this<impl> {
     std::vector<std::shared_ptr<link>> wake;
     {
       std::lock_guard lk(mu_);
-      for (auto& [a, l] : links_)
-        if (enqueue(*l, type, body)) wake.push_back(l);
+      for (auto& [a, l] : links_) {
+        bool w = false;
+        enqueue(*l, type, body, w);
+        if (w) wake.push_back(l);
+      }
     }
     for (auto& l : wake) poke(l);
   }
+  void broadcast_all(const peer_msg& m) {
+    auto e = encode(m);
+    broadcast_all(e.type, e.body);
+  }
 
-  // Membership messages the bus handles itself.
+  // A message refused at decode (peer_messages.hpp): logged, rate-limited.
+  void refuse_message(const std::string& from, const std::string& type, const std::string& why) {
+    if (auto n = refused_log_.hit())
+      spdlog::warn("cluster message '{}' from {} refused: {}{}", type, from, why,
+                   n > 1 ? " (" + std::to_string(n) + " refused since the last such line)" : std::string());
+  }
+
+  // Membership messages (lane membership, peer_messages.hpp) the bus handles itself; false
+  // for the others (the handler's).
   bool on_membership(const std::string& from, const peer_message& m) {
-    if (m.type == "join") {
-      auto id = std::string(wire::get_text(m.body, "id").value_or(""));
-      auto pub = std::string(wire::get_text(m.body, "pub").value_or(""));
-      auto addr = std::string(wire::get_text(m.body, "addr").value_or(""));
-      if (id == s_.id) return true;  // this master's own join (it joined through `from`)
-      bool readmitted = false;
-      if (!valid_peer_id(id) || !crypto::rsa_key::from_public_pem(pub)) {
-        spdlog::warn("cluster join note from {} malformed; ignored", from);
-        return true;
-      }
-      // A shared directory has the file already (the accepting peer wrote it); writing it
-      // again from a late note could bring back a peer removed meanwhile. Only a local
-      // copy records it.
-      if (s_.local_copy || wire::get_bool(m.body, "local").value_or(false)) {
-        if (auto r = ensure_peer_key(s_.pki_dir, id, pub); !r) {
-          spdlog::error("cluster join note from {}: cannot record peers/{}.pub: {}", from, id, r.error().message());
-          return true;
-        }
-      }
-      {
-        std::lock_guard lk(mu_);
-        if (!addr.empty() && addr.size() <= 300) learned_[id] = addr;
-        readmitted = removed_.erase(id) > 0;  // joined again through a member: readmitted
-        warned_revived_.erase(id);
-      }
-      if (readmitted) save_removed();
-      watch_cv_.notify_all();
-      spdlog::info("master {} joined the cluster (through {})", id, from);
+    auto k = kind_of(m.type);
+    if (!k || lane_of(*k) != peer_lane::membership) return false;
+    std::string why;
+    auto d = decode(m, why);
+    if (!d) {
+      refuse_message(from, m.type, why);
       return true;
     }
-    if (m.type == "leave") {
-      auto id = std::string(wire::get_text(m.body, "id").value_or(""));
-      if (!valid_peer_id(id) || id == from) return true;
-      if (id == s_.id) {
-        spdlog::warn("cluster peer {} removed this master from the cluster", from);
-        return true;
-      }
-      (void)util::remove_file(s_.pki_dir / "peers" / (id + ".pub"));
-      watch_cv_.notify_all();
-      spdlog::info("master {} was removed from the cluster (by {})", id, from);
-      return true;
+    if (auto* j = std::get_if<msg::join>(&*d)) on_join_note(from, *j);
+    else if (auto* l = std::get_if<msg::leave>(&*d)) on_leave(from, *l);
+    return true;
+  }
+
+  void on_join_note(const std::string& from, const msg::join& j) {
+    const std::string& id = j.id;
+    if (id == s_.id) return;  // this master's own join (it joined through `from`)
+    bool readmitted = false;
+    if (!valid_peer_id(id) || !crypto::rsa_key::from_public_pem(j.pub)) {
+      spdlog::warn("cluster join note from {} malformed; ignored", from);
+      return;
     }
-    return false;
+    // A shared directory has the file already (the accepting peer wrote it); writing it
+    // again from a late note could bring back a peer removed meanwhile. Only a local
+    // copy records it.
+    if (s_.local_copy || j.local) {
+      if (auto r = ensure_peer_key(s_.pki_dir, id, j.pub); !r) {
+        spdlog::error("cluster join note from {}: cannot record peers/{}.pub: {}", from, id, r.error().message());
+        return;
+      }
+    }
+    {
+      std::lock_guard lk(mu_);
+      if (!j.addr.empty() && j.addr.size() <= 300) learned_[id] = j.addr;
+      readmitted = removed_.erase(id) > 0;  // joined again through a member: readmitted
+      warned_revived_.erase(id);
+    }
+    if (readmitted) save_removed();
+    watch_cv_.notify_all();
+    spdlog::info("master {} joined the cluster (through {})", id, from);
+  }
+
+  void on_leave(const std::string& from, const msg::leave& m) {
+    const std::string& id = m.id;
+    if (!valid_peer_id(id) || id == from) return;
+    if (id == s_.id) {
+      spdlog::warn("cluster peer {} removed this master from the cluster", from);
+      return;
+    }
+    (void)util::remove_file(s_.pki_dir / "peers" / (id + ".pub"));
+    watch_cv_.notify_all();
+    spdlog::info("master {} was removed from the cluster (by {})", id, from);
   }
 
   value on_msg(const value& body, const std::string& peer) {
@@ -839,11 +864,8 @@ void peer_bus::stop() {
   std::vector<std::shared_ptr<link>> all;
   {
     std::lock_guard lk(self->mu_);
-    for (auto& [a, l] : self->links_) {
-      l->stopped = true;
-      if (l->client) l->client->close();
-      all.push_back(l);
-    }
+    for (auto& [a, l] : self->links_)
+      if (self->apply_external(*l, l->fsm.resume(link_event::make(link_event::kind::stop)))) all.push_back(l);
   }
   for (auto& l : all) self->poke(l);
 }
@@ -862,40 +884,55 @@ void peer_bus::broadcast(const std::string& type, const value& body) {
   std::vector<std::shared_ptr<link>> wake;
   {
     std::lock_guard lk(impl_->mu_);
-    for (auto& [a, l] : impl_->links_)
-      if (impl_->enqueue(*l, type, body)) wake.push_back(l);
+    for (auto& [a, l] : impl_->links_) {
+      bool w = false;
+      impl_->enqueue(*l, type, body, w);
+      if (w) wake.push_back(l);
+    }
   }
   for (auto& l : wake) impl_->poke(l);
 }
 
+void peer_bus::broadcast(const peer_msg& m) {
+  auto e = encode(m);
+  broadcast(e.type, e.body);
+}
+
 bool peer_bus::send(const std::string& peer_id, const std::string& type, const value& body) {
   std::shared_ptr<link> target;
+  bool wake = false;
   {
     std::lock_guard lk(impl_->mu_);
     for (auto& [a, l] : impl_->links_)
-      if (l->id == peer_id && impl_->sendable(*l)) {
+      if (l->fsm.peer_id() == peer_id && l->fsm.sendable()) {
         target = l;
         break;
       }
-    if (!target || !impl_->enqueue(*target, type, body)) return false;
+    if (!target || !impl_->enqueue(*target, type, body, wake)) return false;
   }
-  impl_->poke(target);
+  if (wake) impl_->poke(target);
   return true;
+}
+
+bool peer_bus::send(const std::string& peer_id, const peer_msg& m) {
+  auto e = encode(m);
+  return send(peer_id, e.type, e.body);
 }
 
 value peer_bus::status() const {
   value out = value::array();
   std::lock_guard lk(impl_->mu_);
   for (const auto& [a, l] : impl_->links_) {
-    if (l->state == "self" || l->state == "duplicate") continue;
+    const auto& f = l->fsm;
+    if (f.status() == link_status::self || f.status() == link_status::duplicate) continue;
     value e = value::object();
-    e["id"] = l->id;
+    e["id"] = f.peer_id();
     e["address"] = l->addr;
-    e["state"] = l->state;
-    e["queued"] = l->q.size();
-    e["sent"] = l->sent;
-    e["dropped"] = l->dropped;
-    e["last_error"] = l->last_error;
+    e["state"] = std::string(to_string(f.status()));
+    e["queued"] = f.queued();
+    e["sent"] = f.sent();
+    e["dropped"] = f.dropped();
+    e["last_error"] = f.last_error();
     out.push_back(std::move(e));
   }
   return out;

@@ -5,7 +5,8 @@
 // listens on), so a new master is linked both ways as soon as it reaches one peer.
 // Outbound messages wait in a bounded per-peer queue while the link is down or being
 // (re)established, and are sent in order, in batches, each batch acknowledged; a link
-// that fails reconnects with jittered back-off (0.5 s doubling to 10 s). A peer whose
+// that fails reconnects with jittered back-off (0.5 s doubling to 10 s; the rules are the
+// sans-I/O peer_link machine, peer_link.hpp, driven here by one coroutine). A peer whose
 // peers/<id>.pub disappears is dropped (its links closed, its queue discarded), checked
 // every 2 s; a peers/<id>.pub that reappears for a peer seen removed is ignored until that
 // id completes a join again (a removed master restarting cannot recreate its membership).
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/peer_messages.hpp"
 #include "cluster/peer_protocol.hpp"
 #include "core/transport/transport.hpp"
 
@@ -83,7 +85,9 @@ result<bool> join_cluster(const join_settings& s, std::string& why);
 
 class peer_bus {
  public:
-  // Inbound messages, in order per sending peer, on the bus thread (may block briefly).
+  // Inbound messages, in order per sending peer, on the bus thread (may block briefly);
+  // membership messages (join, leave) are the bus's own and never reach it. Decode them
+  // with decode() (peer_messages.hpp); lane_of(type) says which thread runs each type.
   using handler = std::function<void(const std::string& from, const std::string& type, const wire::value& body)>;
   // A peer came up (first successful link) or was removed.
   using peer_event = std::function<void(const std::string& id, bool up)>;
@@ -98,8 +102,10 @@ class peer_bus {
   std::uint16_t bound_port() const;
 
   // Queue for every known peer (a peer not linked yet gets it once linked).
-  void broadcast(const std::string& type, const wire::value& body);
+  void broadcast(const peer_msg& m);
+  void broadcast(const std::string& type, const wire::value& body);  // encoded (peer_messages.hpp)
   // Queue for one peer by id; false if no link to that id is known.
+  bool send(const std::string& peer_id, const peer_msg& m);
   bool send(const std::string& peer_id, const std::string& type, const wire::value& body);
   // [{id, address, state, queued, sent, received, last_error}] for operators.
   wire::value status() const;

@@ -3,8 +3,9 @@
 // (publish/return -> job service; aes, key, aes-rotate, key-sync, keys, cluster-key ->
 // key service), reports the peer links (salt-run cluster.peers), removes a peer
 // (salt-run cluster.remove) and keeps the load balancer in step (cluster_lb_admin).
-// Which thread runs each message is decided by the daemon: publish/return on the bus
-// thread, the others (they touch the shared file system) on the control thread.
+// Which thread runs each message type is declared once, in cluster/peer_messages.hpp
+// (lane_of); the daemon follows it: relay (publish/return) on the bus thread, the others
+// (they touch the shared file system) on the control thread.
 // Thread-safety: every method is safe from any thread; handle_peer blocks (files).
 #pragma once
 #include <string>
@@ -22,8 +23,8 @@ class cluster_node {
  public:
   cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs);
 
-  // One message from a peer. Never throws; a malformed or unknown message is logged and
-  // dropped.
+  // One message from a peer: decoded (cluster/peer_messages.hpp: an unknown or malformed
+  // message is refused, logged at a limited rate) and routed. Never throws.
   void handle_peer(const std::string& from, const std::string& type, const wire::value& body);
   // {id, cluster_id, peers: [link state...]} (salt-run cluster.peers).
   wire::value status() const;
@@ -38,6 +39,17 @@ class cluster_node {
   std::string lb_remove(const std::string& id);
 
  private:
+  void route(const std::string& from, const cluster::msg::publish& m);
+  void route(const std::string& from, const cluster::msg::ret& m);
+  void route(const std::string& from, const cluster::msg::aes& m);
+  void route(const std::string& from, const cluster::msg::aes_rotate& m);
+  void route(const std::string& from, const cluster::msg::key_event& m);
+  void route(const std::string& from, const cluster::msg::cluster_key& m);
+  void route(const std::string& from, const cluster::msg::key_sync& m);
+  void route(const std::string& from, const cluster::msg::keys& m);
+  void route(const std::string& from, const cluster::msg::join& m);
+  void route(const std::string& from, const cluster::msg::leave& m);
+
   const config::master_config& cfg_;
   master_links& links_;
   key_service& keys_;

@@ -296,10 +296,11 @@ int run_master(const config::master_config& cfg) {
     bus = std::make_unique<cluster::peer_bus>(
         io, std::move(bs),
         [core, &peer_control](const std::string& from, const std::string& type, const value& body) {
-          // Publishes and returns are memory-only: at once, on the bus thread. The rest
+          // The lane of each type is declared in cluster/peer_messages.hpp. Relay
+          // (publishes, returns) is memory-only: at once, on the bus thread. The rest
           // (AES reloads, key events, key-sync) read or write the shared file system,
           // which can stall: one control thread, in arrival order.
-          if (type == "publish" || type == "return") return core->handle_peer(from, type, body);
+          if (cluster::lane_of(type) == cluster::peer_lane::relay) return core->handle_peer(from, type, body);
           if (!peer_control.submit([core, from, type, body] { core->handle_peer(from, type, body); }))
             spdlog::error("cluster message {} from {} dropped: control queue full", type, from);
         },

@@ -251,11 +251,8 @@ publish_result job_service::publish(const publish_request& req) {
       // minions connected to it; the publisher owns the job's returns.
       note_owner(res.jid, cfg_.id);
       if (auto* peers = links_.peers.load()) {
-        value m = value::object();
-        m["jid"] = res.jid;
-        m["frame"] = wire::make_bin(*frame);
-        m["targets"] = topic ? value(res.minions) : value(nullptr);
-        peers->broadcast("publish", m);
+        peers->broadcast(cluster::msg::publish{
+            res.jid, *frame, topic ? std::optional<std::vector<std::string>>(res.minions) : std::nullopt});
       }
     }
   }
@@ -306,11 +303,8 @@ void job_service::record_return(value& load) {
     // event hub); the shared job cache already holds it for lookup_jid everywhere.
     auto owner = owner_of(jid);
     if (!owner || *owner != cfg_.id) {
-      value m = value::object();
-      m["jid"] = jid;
-      m["id"] = id;
-      m["load"] = load;
-      if (!owner || !peers->send(*owner, "return", m)) peers->broadcast("return", m);
+      const cluster::msg::ret m{jid, id, load};
+      if (!owner || !peers->send(*owner, m)) peers->broadcast(m);
     }
   }
 }

@@ -130,7 +130,7 @@ result<void> key_service::rotate_aes(const std::string& why) {
   if (clustered() && local_copy_) {
     // The shared .aes is not ours to write: a member on the share rotates it and sends
     // the new key to every master, this one included.
-    if (auto peer = linked_peer(); peer && peers()->send(*peer, "aes-rotate", value{{"why", why}})) {
+    if (auto peer = linked_peer(); peer && peers()->send(*peer, cluster::msg::aes_rotate{why})) {
       spdlog::info("cluster AES key rotation ({}) asked of cluster peer {}", why, *peer);
       return {};
     }
@@ -164,7 +164,7 @@ result<void> key_service::rotate_aes(const std::string& why) {
   events_.fire("key", value{{"rotate_aes_key", true}});
   // The key itself rides along (the links are encrypted): local-copy masters adopt it.
   if (clustered() && peers())
-    peers()->broadcast("aes", value{{"why", why}, {"key", aes_->current()->crypt.key_string()}});
+    peers()->broadcast(cluster::msg::aes{why, aes_->current()->crypt.key_string()});
   if (after_rotation_) after_rotation_();
   return {};
 }
@@ -191,16 +191,11 @@ void key_service::use_cluster_key(crypto::rsa_key priv, const std::string& sourc
   spdlog::warn("Loaded the rotated cluster key pair{}", source);
 }
 
-void key_service::peer_cluster_key(const std::string& from, const value& body) {
-  const std::string pub = std::string(wire::get_text(body, "pub").value_or(""));
-  if (pub.empty()) {
-    spdlog::warn("cluster-key from {} without pub ignored", from);
-    return;
-  }
+void key_service::peer_cluster_key(const std::string& from, const cluster::msg::cluster_key& m) {
+  const std::string& pub = m.pub;  // not empty (decode)
   const fs::path cdir = *cfg_.cluster_pki_dir;
   if (local_copy_) {
-    const value* sealed = wire::find(body, "sealed");
-    const value* mine = sealed && sealed->is_object() ? wire::find(*sealed, cfg_.id) : nullptr;
+    const value* mine = m.sealed_for(cfg_.id);
     auto pem = cluster::open_sealed(own_.priv(), mine);
     if (!pem) {
       spdlog::error("cluster key rotation from {}: the new key was not sealed to this master; still serving the "
@@ -326,16 +321,17 @@ void key_service::local_key_effects(const std::string& act, const std::vector<st
 
 void key_service::on_peer_up(const std::string& id) {
   if (local_copy_ && peers()) {
-    const bool queued = peers()->send(id, "key-sync", key_sync_request());
+    const bool queued = peers()->send(id, key_sync_request());
     spdlog::debug("minion keys asked of cluster peer {} (local cluster_pki_dir){}", id, queued ? "" : ": no link");
   }
 }
 
-void key_service::apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const value* pubs) {
+void key_service::apply_peer_keys(const std::string& act, const std::vector<std::string>& ids,
+                                  const cluster::id_pems* pubs) {
   using pki::key_state;
   for (const auto& id : ids) {
     if (act == "accept") {
-      auto pem = pubs && pubs->is_object() ? wire::get_text(*pubs, id) : std::nullopt;
+      const std::string* pem = pubs ? cluster::find_pem(*pubs, id) : nullptr;
       // A shared directory has the file already; a local copy (or a share that lost it)
       // gets it here. Never overwrite a different accepted key.
       if (pem && !keys_.exists(key_state::accepted, id) && crypto::rsa_key::from_public_pem(*pem)) {
@@ -353,29 +349,28 @@ void key_service::apply_peer_keys(const std::string& act, const std::vector<std:
   }
 }
 
-value key_service::key_snapshot() const {
-  value snap = value::object();
+cluster::msg::keys key_service::key_snapshot() const {
+  cluster::msg::keys snap;
   for (auto st : {pki::key_state::accepted, pki::key_state::rejected}) {
-    value m = value::object();
+    auto& m = st == pki::key_state::accepted ? snap.accepted : snap.rejected;
     for (const auto& id : keys_.list(st))
-      if (auto pem = keys_.read(st, id)) m[id] = *pem;
-    snap[std::string(pki::state_name(st))] = std::move(m);
+      if (auto pem = keys_.read(st, id)) m.emplace_back(id, *pem);
   }
   return snap;
 }
 
-value key_service::key_sync_request() {
+cluster::msg::key_sync key_service::key_sync_request() {
   std::lock_guard lk(sync_mu_);
-  return value{{"for", cfg_.id}, {"seq", static_cast<std::int64_t>(++sync_seq_)}};
+  return cluster::msg::key_sync{cfg_.id, static_cast<std::int64_t>(++sync_seq_)};
 }
 
-void key_service::apply_key_snapshot(const std::string& from, const value& snap) {
+void key_service::apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap) {
   using pki::key_state;
   keys_synced_ = true;
   // Which of our requests this answers (0: not ours, e.g. broadcast for another master).
   std::uint64_t seq = 0;
-  if (wire::get_text(snap, "for").value_or("") == cfg_.id)
-    seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, wire::get_int(snap, "seq").value_or(0)));
+  if (snap.asker.value_or("") == cfg_.id)
+    seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, snap.seq.value_or(0)));
   std::map<std::string, std::uint64_t> revoked;
   {
     std::lock_guard lk(sync_mu_);
@@ -383,17 +378,13 @@ void key_service::apply_key_snapshot(const std::string& from, const value& snap)
   }
   std::size_t added = 0, skipped = 0;
   for (auto st : {key_state::accepted, key_state::rejected}) {
-    const value* m = wire::find(snap, std::string(pki::state_name(st)));
-    if (!m || !m->is_object()) continue;
-    for (auto it = m->begin(); it != m->end(); ++it) {
-      const std::string id = it.key();
-      auto pem = wire::as_text(it.value());
-      if (!pki::valid_id(id) || !pem || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(*pem)) continue;
+    for (const auto& [id, pem] : st == key_state::accepted ? snap.accepted : snap.rejected) {
+      if (!pki::valid_id(id) || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(pem)) continue;
       if (auto rv = revoked.find(id); rv != revoked.end() && rv->second >= seq) {
         ++skipped;  // deleted or rejected here after this snapshot was asked for
         continue;
       }
-      if (auto r = keys_.write(st, id, *pem); !r) {
+      if (auto r = keys_.write(st, id, pem); !r) {
         spdlog::warn("cannot record the key of {} from cluster peer {}: {}", id, from, r.error().message());
         continue;
       }
@@ -430,16 +421,13 @@ bool key_service::key_event(const std::string& act, const std::vector<std::strin
   const bool revoke = act == "reject" || act == "delete";
   local_key_effects(act, ids);
   if (clustered() && peers() && !ids.empty()) {
-    value v = value::array();
-    for (const auto& id : ids) v.push_back(id);
-    value msg{{"act", act}, {"ids", v}, {"local", local_copy_}};
+    cluster::msg::key_event msg{act, ids, local_copy_, std::nullopt};
     if (act == "accept") {  // the keys themselves, for peers whose cluster_pki_dir is a local copy
-      value pubs = value::object();
+      msg.pubs.emplace();
       for (const auto& id : ids)
-        if (auto pem = keys_.read(pki::key_state::accepted, id)) pubs[id] = *pem;
-      msg["pubs"] = std::move(pubs);
+        if (auto pem = keys_.read(pki::key_state::accepted, id)) msg.pubs->emplace_back(id, *pem);
     }
-    peers()->broadcast("key", msg);
+    peers()->broadcast(msg);
   }
   if (revoke && cfg_.rotate_aes_key && !ids.empty()) {
     rotated = static_cast<bool>(rotate_aes("key " + act));
@@ -463,7 +451,7 @@ void key_service::maintenance(sys_clock::time_point now) {
     // A local copy asks one peer for the minion keys at every tick until a snapshot came
     // (the first answer can miss a link that was still being set up), then every minute
     // (auto-accepted keys raise no key event).
-    if (auto peer = linked_peer()) peers()->send(*peer, "key-sync", key_sync_request());
+    if (auto peer = linked_peer()) peers()->send(*peer, key_sync_request());
   }
   if (clustered()) {
     reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late
@@ -516,16 +504,17 @@ std::pair<value, int> key_service::rotate_cluster_key() {
             1};
   }
   flk.unlock();
-  value sealed = value::object();
+  cluster::msg::cluster_key note;  // the new pub, the private key sealed to each member
   value told = value::array();
   for (const auto& [id, pub] : peer_keys) {
     if (id == cfg_.id) continue;
-    sealed[id] = cluster::seal_to(pub, rot->priv.private_pem());
+    note.sealed.emplace_back(id, cluster::seal_to(pub, rot->priv.private_pem()));
     told.push_back(id);
   }
   const std::string new_pub = rot->pub_pem;
   use_cluster_key(rot->priv, " (salt-run cluster.rotate_key)");
-  if (peers()) peers()->broadcast("cluster-key", value{{"pub", new_pub}, {"sealed", sealed}});
+  note.pub = new_pub;
+  if (auto* p = peers()) p->broadcast(note);
   value ret = value::object();
   ret["old_fingerprint"] = rot->old_pub_pem.empty() ? std::string("") : fp(rot->old_pub_pem);
   ret["new_fingerprint"] = fp(new_pub);
@@ -559,42 +548,45 @@ std::pair<value, int> key_service::rotate_cluster_key() {
   return {ret, rc};
 }
 
-void key_service::peer_aes(const std::string& from, const std::optional<std::string>& key) {
-  if (local_copy_ && key) adopt_peer_aes(from, *key);
+void key_service::peer_aes(const std::string& from, const cluster::msg::aes& m) {
+  if (local_copy_ && m.key) adopt_peer_aes(from, *m.key);
   else reload_cluster_aes(true);
 }
 
-void key_service::peer_key_event(const std::string& from, const std::string& act, const std::vector<std::string>& ids,
-                                 const value* pubs, bool from_local) {
+void key_service::peer_key_event(const std::string& from, const cluster::msg::key_event& m) {
+  std::vector<std::string> v;
+  for (const auto& id : m.ids)
+    if (pki::valid_id(id)) v.push_back(id);
   // Accepted keys are written from the event only where the share does not have them
   // already: on a local copy, or from a local copy's own salt-key (a late event
   // must not bring back a key deleted on the share meanwhile).
-  apply_peer_keys(act, ids, (local_copy_ || from_local) ? pubs : nullptr);
-  local_key_effects(act, ids);
-  spdlog::info("key event {} for {} minion(s) from cluster peer {}", act, ids.size(), from);
+  apply_peer_keys(m.act, v, (local_copy_ || m.local) && m.pubs ? &*m.pubs : nullptr);
+  local_key_effects(m.act, v);
+  spdlog::info("key event {} for {} minion(s) from cluster peer {}", m.act, v.size(), from);
 }
 
-void key_service::peer_asks_rotation(const std::string& from, const std::string& why) {
-  if (!local_copy_) (void)rotate_aes("asked by cluster peer " + from + ": " + why);
+void key_service::peer_asks_rotation(const std::string& from, const cluster::msg::aes_rotate& m) {
+  // Asked by a master whose cluster_pki_dir is a local copy.
+  if (!local_copy_) (void)rotate_aes("asked by cluster peer " + from + ": " + m.why);
 }
 
-void key_service::peer_asks_keys(const std::string& from, const value& request) {
-  // Our link to a new master may not know its id yet: then every peer gets it (only a
-  // local copy applies it).
+void key_service::peer_asks_keys(const std::string& from, const cluster::msg::key_sync& m) {
+  // A local-copy peer asks for the minion keys. Our link to a new master may not know its
+  // id yet: then every peer gets it (only a local copy applies it).
   spdlog::debug("cluster peer {} asks for the minion keys", from);
   auto* p = peers();
   if (!p) return;
-  value snap = key_snapshot();
+  auto snap = key_snapshot();
   // Echoed: the asker tells its own answers from a broadcast one, and which request
   // this answers.
-  if (auto f = wire::get_text(request, "for"); f && pki::valid_id(*f)) snap["for"] = std::string(*f);
-  if (auto q = wire::get_int(request, "seq"); q && *q > 0) snap["seq"] = *q;
-  if (!p->send(from, "keys", snap)) p->broadcast("keys", snap);
+  if (m.asker && pki::valid_id(*m.asker)) snap.asker = *m.asker;
+  if (m.seq && *m.seq > 0) snap.seq = *m.seq;
+  if (!p->send(from, snap)) p->broadcast(snap);
 }
 
-void key_service::peer_keys(const std::string& from, const value& snapshot) {
+void key_service::peer_keys(const std::string& from, const cluster::msg::keys& m) {
   spdlog::debug("minion keys from cluster peer {}{}", from, local_copy_ ? "" : " (ignored: shared cluster_pki_dir)");
-  if (local_copy_) apply_key_snapshot(from, snapshot);
+  if (local_copy_) apply_key_snapshot(from, m);
 }
 
 }  // namespace sylvite::master

@@ -101,19 +101,20 @@ class key_service {
   bool key_event(const std::string& act, const std::vector<std::string>& ids);
 
   // ---- cluster (called by the cluster node for the peers' messages)
+  // ---- cluster: the peers' key messages (cluster/peer_messages.hpp), one handler each
+  // (called by the cluster node).
   // "aes": a peer rotated the cluster AES key (a local copy adopts the key it sent).
-  void peer_aes(const std::string& from, const std::optional<std::string>& key);
-  // "key": a peer's key event ({act, ids, pubs?}); from_local: it came from a local copy.
-  void peer_key_event(const std::string& from, const std::string& act, const std::vector<std::string>& ids,
-                      const wire::value* pubs, bool from_local);
+  void peer_aes(const std::string& from, const cluster::msg::aes& m);
+  // "key": a peer's key event (from a local copy: with the accepted keys).
+  void peer_key_event(const std::string& from, const cluster::msg::key_event& m);
   // "aes-rotate": a local-copy peer asks a member on the share to rotate.
-  void peer_asks_rotation(const std::string& from, const std::string& why);
+  void peer_asks_rotation(const std::string& from, const cluster::msg::aes_rotate& m);
   // "key-sync": a peer asks for the minion keys; the answer ("keys") is sent to it.
-  void peer_asks_keys(const std::string& from, const wire::value& request);
+  void peer_asks_keys(const std::string& from, const cluster::msg::key_sync& m);
   // "keys": a key snapshot (a local copy applies it).
-  void peer_keys(const std::string& from, const wire::value& snapshot);
+  void peer_keys(const std::string& from, const cluster::msg::keys& m);
   // "cluster-key": a peer rotated the cluster key pair.
-  void peer_cluster_key(const std::string& from, const wire::value& body);
+  void peer_cluster_key(const std::string& from, const cluster::msg::cluster_key& m);
   // A peer link came up: a local copy asks it for the minion keys.
   void on_peer_up(const std::string& id);
   // peers/<id>.pub of these peers was deleted: rotate unless .aes changed since.
@@ -130,10 +131,10 @@ class key_service {
   void adopt_peer_aes(const std::string& from, const std::string& key);
   std::optional<std::string> linked_peer() const;
   void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
-  void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const wire::value* pubs);
-  wire::value key_snapshot() const;
-  wire::value key_sync_request();
-  void apply_key_snapshot(const std::string& from, const wire::value& snap);
+  void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const cluster::id_pems* pubs);
+  cluster::msg::keys key_snapshot() const;
+  cluster::msg::key_sync key_sync_request();
+  void apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap);
 
   const config::master_config& cfg_;
   master_links& links_;

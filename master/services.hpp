@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/peer_messages.hpp"
 #include "core/wire/value.hpp"
 
 namespace sylvite::master {
@@ -51,6 +52,15 @@ class peer_sink {
   virtual bool send(const std::string& peer_id, const std::string& type, const wire::value& body) = 0;
   virtual wire::value status() const = 0;
   virtual void drop_peer(const std::string& id) = 0;  // removed: send it nothing more
+  // Typed messages (cluster/peer_messages.hpp), encoded for the two calls above.
+  void broadcast(const cluster::peer_msg& m) {
+    auto e = cluster::encode(m);
+    broadcast(e.type, e.body);
+  }
+  bool send(const std::string& peer_id, const cluster::peer_msg& m) {
+    auto e = cluster::encode(m);
+    return send(peer_id, e.type, e.body);
+  }
 };
 
 // The sinks in force. Set before serving and cleared after the servers stop (the daemon);

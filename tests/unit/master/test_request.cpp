@@ -417,6 +417,28 @@ TEST_F(local_copy_fixture, stale_snapshot_does_not_restore_a_deleted_key) {
   EXPECT_TRUE(has("m2"));
 }
 
+// handle_peer decodes first: an unknown type or a malformed message is refused (logged),
+// never half-applied, never thrown.
+TEST_F(local_copy_fixture, malformed_peer_messages_are_refused) {
+  const auto me = core->cfg().id;
+  const auto s1 = ask();
+  core->handle_peer("p1", "keys", snapshot({{"m1", 1}}, me, s1));
+  ASSERT_TRUE(has("m1"));
+  core->handle_peer("p1", "bogus", value::object());
+  core->handle_peer("p1", "key", value{{"act", "delete"}, {"ids", "m1"}});          // ids not a list
+  core->handle_peer("p1", "key", value{{"ids", value::array({"m1"})}});             // no act
+  core->handle_peer("p1", "key", value::array({"delete", value::array({"m1"})}));  // not a map
+  EXPECT_TRUE(has("m1"));
+  peers.sent.clear();
+  core->handle_peer("j1", "key-sync", value{{"for", 7}});  // for is not text: no answer
+  core->handle_peer("p1", "return", value{{"jid", "j"}, {"id", "../m1"}, {"load", 1}});
+  core->handle_peer("p1", "publish", value{{"jid", "j"}});
+  EXPECT_TRUE(peers.sent.empty());
+  // A key event whose list holds an invalid id applies to the valid ones (as before).
+  core->handle_peer("p1", "key", value{{"act", "delete"}, {"ids", value::array({"../x", "m1"})}});
+  EXPECT_FALSE(has("m1"));
+}
+
 // A member answers key-sync to the asker, echoing who asked and which request.
 TEST_F(local_copy_fixture, key_sync_answer_echoes_the_request) {
   accept_key(*core, m1);
