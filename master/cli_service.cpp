@@ -36,6 +36,7 @@ using steady = std::chrono::steady_clock;
 namespace {
 constexpr std::size_t kMaxCliThreads = 64;
 constexpr std::size_t kMaxWaitInbox = 100000;  // events queued for one wait (then dropped)
+constexpr std::size_t kMaxWaits = 4096;        // waiting salt calls at once (then "busy")
 constexpr auto kLivenessPoll = std::chrono::milliseconds(250);
 
 wait_time wait_now() { return std::chrono::time_point_cast<wait_ms>(steady::now()); }
@@ -440,6 +441,10 @@ void master_core::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
   if (req.jid.empty()) req.jid = new_jid();
 
   std::shared_ptr<wait_entry> w;
+  if (p->wait && cli_->waits->size() >= kMaxWaits) {
+    out->reply(ipc::encode(ipc::error_reply{"master busy or stopping, try again"}));
+    return;
+  }
   if (p->wait) {
     wait_settings ws;
     ws.jid = req.jid;
