@@ -85,7 +85,8 @@ wire::value gen_signature(const gen_signature_options& o, const config::master_c
   auto sig = crypto::sign(*priv, crypto::clean_key(pub_key->public_pem()), *algo);
   if (!sig) return "signing failed: " + sig.error().message();
   fs::create_directories(dir, ec);
-  if (auto w = util::write_file_atomic(target, crypto::base64_encode(*sig) + "\n", 0644); !w)
+  // 0400 like the other files of Salt's key cache (localfs_key).
+  if (auto w = util::write_file_atomic(target, crypto::base64_encode(*sig) + "\n", 0400); !w)
     return "cannot write " + target.string() + ": " + w.error().message();
   return true;
 }

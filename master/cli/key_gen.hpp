@@ -6,6 +6,10 @@
 //          clean_key(pub PEM), publish_signing_algorithm)) + "\n", the file
 //          master_use_pubkey_signature sends (master/master_sign.hpp).
 // Both print Salt's {"return": ...} through the outputter (nested unless --out).
+// Checked against real salt-key 3008.5: --gen-signature's texts, exit codes and file
+// (mode 0400) are identical, the signature bytes too. Its --gen-keys writes the pair and
+// then fails in pem_finger (a traceback on stderr, nothing on stdout, exit 0); sylvite
+// prints the fingerprint Salt meant to print.
 // Thread-safety: single-threaded.
 #pragma once
 #include <iosfwd>

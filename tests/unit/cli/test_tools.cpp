@@ -279,6 +279,7 @@ TEST(SaltKeyTool, GenSignatureAutoCreate) {
   auto sig_text = sylvite::util::read_file(c.root / "pki/testmaster_pubkey_signature");
   ASSERT_TRUE(sig_text);
   ASSERT_EQ(sig_text->back(), '\n');
+  EXPECT_EQ(fs::status(c.root / "pki/testmaster_pubkey_signature").permissions() & fs::perms::all, fs::perms::owner_read);
   auto sig = sylvite::crypto::base64_decode(sylvite::crypto::clean_key(*sig_text));
   ASSERT_TRUE(sig);
   EXPECT_TRUE(sylvite::crypto::verify(*sk, sylvite::crypto::clean_key(mk->public_pem()), *sig));
