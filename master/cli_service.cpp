@@ -1,10 +1,13 @@
-// sylvite::master CLI service: the commands of master/ipc_protocol.hpp. Each command
-// except "ping" runs on its own short-lived thread (at most kMaxCliThreads at once):
-// waits for returns can last minutes and must not hold a worker-pool thread that minion
-// requests need. Return waiting follows Salt's LocalClient: wait `timeout`; then ask the
-// missing-but-connected minions with saltutil.find_job (gather_job_timeout) and keep
-// waiting another `timeout` while any reports the job still running.
-// Thread-safety: handle_cli from any thread; shutdown() joins the CLI threads.
+// sylvite::master CLI service: the commands of master/ipc_protocol.hpp, decoded there
+// (a refused request is logged and answered {"error"}). "ping" is answered at once; the
+// other commands run on a short-lived thread (at most kMaxCliThreads at once): a runner
+// can last minutes and must not hold a worker-pool thread that minion requests need.
+// A waiting publish does not keep its thread: after the publish its wait (Salt's
+// LocalClient logic, the state machine of master/cli_wait.hpp) is handed to the one
+// wait driver thread, which drives every waiting CLI call: return events from the hub,
+// its timers, saltutil.find_job rounds, the CLI connection's liveness.
+// Thread-safety: handle_cli from any thread; shutdown() finishes the waits (each CLI gets
+// its {"done"} reply) and joins the threads.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,11 +15,14 @@
 #include <deque>
 #include <filesystem>
 #include <list>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "master/master.hpp"
 #include "master/runners.hpp"
+#include "master/cli_wait.hpp"
+#include "master/ipc_protocol.hpp"
 #include "cluster/cluster_pki.hpp"
 #include "cluster/join.hpp"
 #include "master/master_sign.hpp"
@@ -29,7 +35,218 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 constexpr std::size_t kMaxCliThreads = 64;
+constexpr std::size_t kMaxWaitInbox = 100000;  // events queued for one wait (then dropped)
+constexpr std::size_t kMaxWaits = 4096;        // waiting salt calls at once (then "busy")
+constexpr auto kLivenessPoll = std::chrono::milliseconds(250);
+
+wait_time wait_now() { return std::chrono::time_point_cast<wait_ms>(steady::now()); }
+
+std::string ret_id_of(const std::string& tag) {
+  auto p = tag.rfind("/ret/");
+  if (p == std::string::npos) return {};
+  return tag.substr(p + 5);
 }
+
+// One waiting `salt` call: its machine (touched only by the driver thread), its CLI
+// connection and hub subscriptions. inbox is filled by hub handlers under the driver lock.
+struct wait_entry {
+  explicit wait_entry(wait_settings s) : fsm(std::move(s)) {}
+  job_wait fsm;
+  std::shared_ptr<cli_reply> out;
+  std::string user;
+  std::vector<std::string> minions;
+  std::uint64_t sub = 0;
+  std::uint64_t find_sub = 0;
+  std::optional<wait_time> timer;
+  std::deque<std::pair<std::string, value>> inbox;  // (tag, data) of job and find_job returns
+  bool started = false;                             // driver thread: start event fed
+};
+
+// The thread driving every job_wait. The master's part (publishing find_job, hub
+// subscriptions, connected ids) comes in as hooks so this stays free of master_core.
+class wait_driver {
+ public:
+  struct hooks {
+    // Publish saltutil.find_job [jid] to the connected ones of ids, subscribed for `w`:
+    // returns {find jid, minions reached} ({"", {}} when nothing was published).
+    std::function<std::pair<std::string, std::vector<std::string>>(const std::shared_ptr<wait_entry>& w,
+                                                                   const std::vector<std::string>& ids)>
+        find_job;
+    std::function<void(std::uint64_t)> unsubscribe;
+  };
+
+  explicit wait_driver(hooks h) : h_(std::move(h)) {}
+  ~wait_driver() { stop(); }
+
+  void run() {
+    t_ = std::thread([this] { loop(); });
+  }
+
+  // Queue a hub event for a wait (any thread).
+  void post(const std::weak_ptr<wait_entry>& wp, const std::string& tag, const value& data) {
+    auto w = wp.lock();
+    if (!w) return;
+    {
+      std::lock_guard lk(mu_);
+      if (w->inbox.size() >= kMaxWaitInbox) return;
+      w->inbox.emplace_back(tag, data);
+      dirty_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  // Hand a published job's wait to the driver (false when stopping: the caller replies).
+  bool start(const std::shared_ptr<wait_entry>& w) {
+    {
+      std::lock_guard lk(mu_);
+      if (stopping_) return false;
+      waits_.push_back(w);
+      dirty_ = true;
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+  // Finish every wait (each CLI gets its final reply) and join the thread.
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+      dirty_ = true;
+    }
+    cv_.notify_one();
+    if (t_.joinable()) t_.join();
+  }
+
+  std::size_t size() const {
+    std::lock_guard lk(mu_);
+    return waits_.size();
+  }
+
+ private:
+  void loop() {
+    auto next_poll = steady::now() + kLivenessPoll;
+    for (;;) {
+      std::vector<std::shared_ptr<wait_entry>> ws;
+      std::vector<std::deque<std::pair<std::string, value>>> inboxes;
+      bool stopping = false;
+      {
+        std::unique_lock lk(mu_);
+        auto wake = next_poll;
+        for (const auto& w : waits_)
+          if (w->timer) wake = std::min(wake, steady::time_point(w->timer->time_since_epoch()));
+        cv_.wait_until(lk, wake, [this] { return dirty_; });
+        dirty_ = false;
+        stopping = stopping_;
+        ws = waits_;
+        inboxes.reserve(ws.size());
+        for (auto& w : ws) {
+          inboxes.emplace_back();
+          inboxes.back().swap(w->inbox);
+        }
+      }
+      const bool poll = steady::now() >= next_poll;
+      if (poll) next_poll = steady::now() + kLivenessPoll;
+      for (std::size_t i = 0; i < ws.size(); ++i) {
+        auto& w = ws[i];
+        try {
+          if (!w->started) {
+            w->started = true;
+            wait_event ev = wait_event::make(wait_event::kind::start, wait_now());
+            ev.minions = w->minions;
+            feed(w, ev);
+          }
+          for (auto& [tag, data] : inboxes[i]) {
+            if (w->fsm.finished()) break;
+            feed(w, event_of(*w, tag, data));
+          }
+          if (!w->fsm.finished() && w->timer && wait_now() >= *w->timer) {
+            w->timer.reset();
+            feed(w, wait_event::make(wait_event::kind::timer_fired, wait_now()));
+          }
+          if (!w->fsm.finished() && poll && !w->out->alive())
+            feed(w, wait_event::make(wait_event::kind::client_gone, wait_now()));
+          if (!w->fsm.finished() && stopping) feed(w, wait_event::make(wait_event::kind::stopping, wait_now()));
+        } catch (const std::exception& e) {
+          spdlog::error("CLI wait for job {} failed: {}", w->fsm.jid(), e.what());
+          try {
+            if (!w->fsm.finished()) feed(w, wait_event::make(wait_event::kind::stopping, wait_now()));
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      {
+        std::lock_guard lk(mu_);
+        waits_.erase(std::remove_if(waits_.begin(), waits_.end(),
+                                    [](const std::shared_ptr<wait_entry>& w) { return w->fsm.finished(); }),
+                     waits_.end());
+        if (stopping_ && waits_.empty()) return;
+      }
+    }
+  }
+
+  static wait_event event_of(const wait_entry& w, const std::string& tag, const value& data) {
+    wait_event ev;
+    ev.now = wait_now();
+    ev.id = ret_id_of(tag);
+    auto jid = wire::get_text(data, "jid");
+    if (jid && *jid == w.fsm.jid()) {
+      ev.type = wait_event::kind::return_arrived;
+      ev.load = data;
+    } else {
+      ev.type = wait_event::kind::find_job_reply;
+      ev.jid = jid ? std::string(*jid) : std::string();
+      ev.running = find_job_running(data);
+    }
+    return ev;
+  }
+
+  // Feed one event and perform the actions (publish_find_job answers with another event).
+  void feed(const std::shared_ptr<wait_entry>& w, const wait_event& first) {
+    std::deque<wait_action> todo;
+    for (auto& a : w->fsm.resume(first)) todo.push_back(std::move(a));
+    while (!todo.empty()) {
+      wait_action a = std::move(todo.front());
+      todo.pop_front();
+      switch (a.type) {
+        case wait_action::kind::push_return:
+          w->out->push(ipc::encode(ipc::return_item_of(a.id, w->fsm.jid(), a.load)));
+          break;
+        case wait_action::kind::arm_timer:
+          w->timer = a.at;
+          break;
+        case wait_action::kind::publish_find_job: {
+          if (w->find_sub) h_.unsubscribe(w->find_sub);
+          w->find_sub = 0;
+          auto [jid, reached] = h_.find_job(w, a.ids);
+          wait_event ev = wait_event::make(wait_event::kind::find_job_published, wait_now());
+          ev.jid = jid;
+          ev.minions = std::move(reached);
+          for (auto& b : w->fsm.resume(ev)) todo.push_back(std::move(b));
+          break;
+        }
+        case wait_action::kind::finish: {
+          if (w->find_sub) h_.unsubscribe(w->find_sub);
+          if (w->sub) h_.unsubscribe(w->sub);
+          w->find_sub = w->sub = 0;
+          w->timer.reset();
+          w->out->reply(ipc::encode(ipc::publish_done{w->fsm.jid(), a.ids}));
+          break;
+        }
+      }
+    }
+  }
+
+  hooks h_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<wait_entry>> waits_;
+  bool dirty_ = false;
+  bool stopping_ = false;
+  std::thread t_;
+};
+
+}  // namespace
 
 struct master_core::cli_state {
   std::mutex mu;
@@ -39,6 +256,7 @@ struct master_core::cli_state {
   };
   std::list<worker> threads;
   std::atomic<bool> stopping{false};
+  std::unique_ptr<wait_driver> waits;
 };
 
 master_core::~master_core() { shutdown(); }
@@ -54,9 +272,43 @@ void master_core::shutdown() {
   for (auto& w : ts) {
     if (w.t.joinable()) w.t.join();
   }
+  // After the CLI threads: none of them hands a new wait over any more.
+  if (cli_->waits) cli_->waits->stop();
 }
 
-void master_core::init_cli() { cli_ = std::make_shared<cli_state>(); }
+void master_core::init_cli() {
+  cli_ = std::make_shared<cli_state>();
+  wait_driver::hooks h;
+  h.unsubscribe = [this](std::uint64_t id) { hub_.unsubscribe(id); };
+  h.find_job = [this](const std::shared_ptr<wait_entry>& w, const std::vector<std::string>& ids)
+      -> std::pair<std::string, std::vector<std::string>> {
+    // Who is missing but still connected? Only those are asked (Salt's LocalClient
+    // asks the minions its presence events know).
+    std::vector<std::string> ask;
+    for (const auto& id : ids)
+      if (auto* sink = links_.pub.load(); sink && sink->is_connected(id)) ask.push_back(id);
+    if (ask.empty()) return {};
+    publish_request fj;
+    fj.tgt = value(ask);
+    fj.tgt_type = "list";
+    fj.fun = "saltutil.find_job";
+    fj.arg = value::array({w->fsm.jid()});
+    fj.user = w->user;
+    fj.jid = new_jid();
+    wait_driver* drv = cli_->waits.get();
+    std::weak_ptr<wait_entry> wp = w;
+    w->find_sub = hub_.subscribe_jid(fj.jid, [drv, wp](const std::string& tag, const value& d) { drv->post(wp, tag, d); });
+    auto fr = publish(fj);
+    if (!fr.error.empty()) {
+      hub_.unsubscribe(w->find_sub);
+      w->find_sub = 0;
+      return {};
+    }
+    return {fj.jid, fr.minions};
+  };
+  cli_->waits = std::make_unique<wait_driver>(std::move(h));
+  cli_->waits->run();
+}
 
 bool master_core::spawn_cli(std::function<void()> fn) {
   if (!cli_) return false;
@@ -86,7 +338,7 @@ bool master_core::spawn_cli(std::function<void()> fn) {
 
 namespace {
 
-// Events for one wait, filled by hub handlers (any thread), drained by the CLI thread.
+// ping_all's events: filled by hub handlers (any thread), drained by the runner's thread.
 struct event_queue {
   std::mutex mu;
   std::condition_variable cv;
@@ -94,7 +346,7 @@ struct event_queue {
   void push(const std::string& tag, const value& data) {
     {
       std::lock_guard lk(mu);
-      if (q.size() > 100000) return;
+      if (q.size() > kMaxWaitInbox) return;
       q.emplace_back(tag, data);
     }
     cv.notify_one();
@@ -102,7 +354,7 @@ struct event_queue {
   // Wait until an event or deadline (max 250 ms so liveness is rechecked).
   std::deque<std::pair<std::string, value>> take(steady::time_point deadline) {
     std::unique_lock lk(mu);
-    auto until = std::min(deadline, steady::now() + std::chrono::milliseconds(250));
+    auto until = std::min(deadline, steady::now() + kLivenessPoll);
     cv.wait_until(lk, until, [this] { return !q.empty(); });
     std::deque<std::pair<std::string, value>> out;
     out.swap(q);
@@ -110,200 +362,120 @@ struct event_queue {
   }
 };
 
-std::string ret_id_of(const std::string& tag) {
-  auto p = tag.rfind("/ret/");
-  if (p == std::string::npos) return {};
-  return tag.substr(p + 5);
-}
-
-value return_item(const std::string& id, const std::string& jid, const value& load) {
-  value item = value::object();
-  item["id"] = id;
-  item["jid"] = jid;
-  const value* r = wire::find(load, "return");
-  item["return"] = r ? *r : value(nullptr);
-  auto rc = wire::get_int(load, "retcode");
-  item["retcode"] = rc.value_or(0);
-  const value* s = wire::find(load, "success");
-  item["success"] = s ? *s : value(true);
-  if (auto o = wire::get_text(load, "out")) item["out"] = std::string(*o);
-  return item;
-}
-
-publish_request parse_publish(const value& body) {
+publish_request to_publish_request(const ipc::publish& p) {
   publish_request req;
-  if (const value* t = wire::find(body, "tgt")) {
-    if (auto s = wire::as_text(*t)) req.tgt = std::string(*s);
-    else if (t->is_array()) req.tgt = *t;
-  }
-  if (auto s = wire::get_text(body, "tgt_type")) req.tgt_type = std::string(*s);
-  if (auto s = wire::get_text(body, "fun")) req.fun = std::string(*s);
-  if (const value* a = wire::find(body, "arg"); a && a->is_array()) req.arg = *a;
-  if (const value* k = wire::find(body, "kwarg"); k && k->is_object()) req.kwarg = *k;
-  if (auto s = wire::get_text(body, "ret")) req.ret = std::string(*s);
-  if (auto s = wire::get_text(body, "user")) req.user = std::string(*s);
-  if (auto s = wire::get_text(body, "delimiter"); s && !s->empty()) req.delimiter = std::string(*s);
-  if (auto s = wire::get_text(body, "jid")) req.jid = std::string(*s);
-  if (const value* k = wire::find(body, "kwargs"); k && k->is_object()) req.kwargs = *k;
-  if (const value* m = wire::find(body, "metadata")) req.kwargs["metadata"] = *m;
+  req.tgt = p.tgt;
+  req.tgt_type = p.tgt_type;
+  // A compound function list is not published (the publisher answers "no function given").
+  if (auto f = wire::as_text(p.fun)) req.fun = std::string(*f);
+  req.arg = p.arg;
+  if (p.kwarg) req.kwarg = *p.kwarg;
+  req.ret = p.ret;
+  req.user = p.user;
+  req.delimiter = p.delimiter;
+  if (p.jid) req.jid = *p.jid;
+  if (p.kwargs) req.kwargs = *p.kwargs;
+  // Salt's publish options (LocalClient kwargs): make_publish_load puts them in the load.
+  if (p.metadata) req.kwargs["metadata"] = *p.metadata;
+  if (p.ret_config) req.kwargs["ret_config"] = *p.ret_config;
+  if (p.ret_kwargs) req.kwargs["ret_kwargs"] = *p.ret_kwargs;
+  if (p.module_executors) req.kwargs["module_executors"] = *p.module_executors;
+  if (p.executor_opts) req.kwargs["executor_opts"] = *p.executor_opts;
+  if (p.start_event) req.kwargs["start_event"] = true;
   return req;
+}
+
+void refuse_cli(const std::shared_ptr<cli_reply>& out, const std::string& cmd, const std::string& why) {
+  spdlog::warn("CLI request '{}' refused: {}", cmd, why);
+  out->reply(ipc::encode(ipc::error_reply{why}));
 }
 
 }  // namespace
 
 void master_core::handle_cli(const value& body, std::shared_ptr<cli_reply> out) {
   try {
-    auto cmd_v = wire::get_text(body, "cmd");
-    const std::string cmd = cmd_v ? std::string(*cmd_v) : std::string();
-    if (cmd == "ping") {
-      out->reply(value{{"ok", true}, {"id", cfg_.id}});
+    auto req = ipc::decode_request(body);
+    if (!req) {
+      refuse_cli(out, ipc::command_of(body), req.error);
       return;
     }
     std::function<void()> fn;
-    if (cmd == "publish") {
-      fn = [this, body, out] { cli_publish(body, out); };
-    } else if (cmd == "runner") {
-      fn = [this, body, out] { cli_runner(body, out); };
-    } else if (cmd == "key_event") {
-      fn = [this, body, out] {
-        auto act = wire::get_text(body, "act");
-        std::vector<std::string> ids;
-        if (const value* v = wire::find(body, "ids"); v && v->is_array()) {
-          for (const auto& i : *v) {
-            if (auto t = wire::as_text(i)) ids.emplace_back(*t);
-          }
-        }
-        if (!act || (*act != "accept" && *act != "reject" && *act != "delete")) {
-          out->reply(value{{"error", "key_event: act must be accept, reject or delete"}});
-          return;
-        }
-        bool rotated = key_event(std::string(*act), ids);
-        out->reply(value{{"ok", true}, {"rotated", rotated}});
-      };
-    } else if (cmd == "local_return") {
-      fn = [this, body, out] {
-        value load = body.is_object() ? body : value::object();
-        load.erase("cmd");
-        if (!wire::find(load, "jid")) load["jid"] = "req";
-        auto id = wire::get_text(load, "id");
-        if (!id || !pki::valid_id(*id) || !wire::find(load, "return")) {
-          out->reply(value{{"error", "local_return needs a valid id and a return"}});
-          return;
-        }
-        jobs_->record_return(load);
-        auto jid = wire::get_text(load, "jid");
-        out->reply(value{{"ok", true}, {"jid", jid ? std::string(*jid) : std::string()}});
-      };
-    } else {
-      out->reply(value{{"error", "unknown command '" + cmd + "'"}});
+    if (std::holds_alternative<ipc::ping>(*req)) {
+      out->reply(ipc::encode(ipc::ping_reply{cfg_.id}));
       return;
+    } else if (std::holds_alternative<ipc::publish>(*req)) {
+      fn = [this, body, out] { cli_publish(body, out); };
+    } else if (std::holds_alternative<ipc::runner>(*req)) {
+      fn = [this, body, out] { cli_runner(body, out); };
+    } else if (auto* k = std::get_if<ipc::key_event>(&*req)) {
+      fn = [this, k = *k, out] {
+        bool rotated = keys_->key_event(k.act, k.ids, k.rotate.value_or(true));
+        out->reply(ipc::encode(ipc::key_event_reply{rotated}));
+      };
+    } else if (auto* l = std::get_if<ipc::local_return>(&*req)) {
+      if (!pki::valid_id(l->id)) {
+        refuse_cli(out, "local_return", "local_return needs a valid id and a return");
+        return;
+      }
+      fn = [this, l = *l, out]() mutable {
+        jobs_->record_return(l.load);
+        out->reply(ipc::encode(ipc::local_return_reply{l.jid}));
+      };
     }
-    if (!spawn_cli(std::move(fn))) out->reply(value{{"error", "master busy or stopping, try again"}});
+    if (!spawn_cli(std::move(fn))) out->reply(ipc::encode(ipc::error_reply{"master busy or stopping, try again"}));
   } catch (const std::exception& e) {
-    out->reply(value{{"error", std::string("bad request: ") + e.what()}});
+    out->reply(ipc::encode(ipc::error_reply{std::string("bad request: ") + e.what()}));
   }
 }
 
 void master_core::cli_publish(const value& body, std::shared_ptr<cli_reply> out) {
-  publish_request req = parse_publish(body);
-  const bool wait = wire::get_bool(body, "wait").value_or(false);
+  auto dec = ipc::decode_request(body);
+  const auto* p = dec ? std::get_if<ipc::publish>(&*dec) : nullptr;
+  if (!p) {
+    refuse_cli(out, "publish", dec ? "not a publish" : dec.error);
+    return;
+  }
+  publish_request req = to_publish_request(*p);
   int timeout = cfg_.timeout;
-  if (auto t = wire::get_int(body, "timeout"); t && *t > 0) timeout = static_cast<int>(std::min<std::int64_t>(*t, 86400));
+  if (p->timeout && *p->timeout > 0) timeout = static_cast<int>(std::min<std::int64_t>(*p->timeout, 86400));
   if (req.jid.empty()) req.jid = new_jid();
 
-  auto q = std::make_shared<event_queue>();
-  std::uint64_t sub = 0;
-  if (wait) sub = hub_.subscribe_jid(req.jid, [q](const std::string& tag, const value& d) { q->push(tag, d); });
+  std::shared_ptr<wait_entry> w;
+  if (p->wait && cli_->waits->size() >= kMaxWaits) {
+    out->reply(ipc::encode(ipc::error_reply{"master busy or stopping, try again"}));
+    return;
+  }
+  if (p->wait) {
+    wait_settings ws;
+    ws.jid = req.jid;
+    ws.timeout = std::chrono::seconds(timeout);
+    ws.gather_job_timeout = std::chrono::seconds(std::max(1, cfg_.gather_job_timeout));
+    w = std::make_shared<wait_entry>(ws);
+    w->out = out;
+    w->user = req.user;
+    // Subscribed before the publish: no return can slip between the two.
+    wait_driver* drv = cli_->waits.get();
+    std::weak_ptr<wait_entry> wp = w;
+    w->sub = hub_.subscribe_jid(req.jid, [drv, wp](const std::string& tag, const value& d) { drv->post(wp, tag, d); });
+  }
   publish_result res = publish(req);
   if (!res.error.empty()) {
-    if (sub) hub_.unsubscribe(sub);
-    out->reply(value{{"error", res.error}});
+    if (w) hub_.unsubscribe(w->sub);
+    out->reply(ipc::encode(ipc::error_reply{res.error}));
     return;
   }
-  value head = value::object();
-  head["jid"] = res.jid;
-  head["minions"] = res.minions;
-  head["missing"] = res.missing;
-  if (!wait) {
-    out->reply(head);
+  ipc::publish_head head{res.jid, res.minions, res.missing};
+  if (!w) {
+    out->reply(ipc::encode(head));
     return;
   }
-  out->push(head);
-
-  std::set<std::string> expected(res.minions.begin(), res.minions.end());
-  std::set<std::string> returned;
-  enum class phase { wait, find } ph = phase::wait;
-  auto deadline = steady::now() + std::chrono::seconds(timeout);
-  std::string find_jid;
-  std::uint64_t find_sub = 0;
-  std::set<std::string> find_pending, running;
-
-  auto all_returned = [&] {
-    return std::all_of(expected.begin(), expected.end(), [&](const std::string& id) { return returned.count(id); });
-  };
-  while (!(cli_ && cli_->stopping) && out->alive()) {
-    for (auto& [tag, data] : q->take(deadline)) {
-      const std::string id = ret_id_of(tag);
-      if (id.empty()) continue;
-      auto jid = wire::get_text(data, "jid");
-      if (jid && *jid == res.jid) {
-        if (returned.insert(id).second) out->push(return_item(id, res.jid, data));
-      } else if (jid && *jid == find_jid) {
-        find_pending.erase(id);
-        const value* r = wire::find(data, "return");
-        if (r && r->is_object() && !r->empty()) running.insert(id);
-      }
-    }
-    if (all_returned()) break;
-    const auto now = steady::now();
-    if (ph == phase::find) {
-      for (auto it = running.begin(); it != running.end();) {
-        if (returned.count(*it)) it = running.erase(it);
-        else ++it;
-      }
-      if (find_pending.empty() || now >= deadline) {
-        hub_.unsubscribe(find_sub);
-        find_sub = 0;
-        if (running.empty()) break;
-        ph = phase::wait;
-        deadline = now + std::chrono::seconds(timeout);
-      }
-      continue;
-    }
-    if (now < deadline) continue;
-    // timeout: who is missing but still connected?
-    std::vector<std::string> ask;
-    for (const auto& id : expected) {
-      if (!returned.count(id) && links_.pub.load() && links_.pub.load()->is_connected(id)) ask.push_back(id);
-    }
-    if (ask.empty()) break;
-    publish_request fj;
-    fj.tgt = value(ask);
-    fj.tgt_type = "list";
-    fj.fun = "saltutil.find_job";
-    fj.arg = value::array({res.jid});
-    fj.user = req.user;
-    fj.jid = new_jid();
-    find_jid = fj.jid;
-    find_sub = hub_.subscribe_jid(find_jid, [q](const std::string& tag, const value& d) { q->push(tag, d); });
-    auto fr = publish(fj);
-    if (!fr.error.empty()) {
-      hub_.unsubscribe(find_sub);
-      find_sub = 0;
-      break;
-    }
-    find_pending = std::set<std::string>(fr.minions.begin(), fr.minions.end());
-    running.clear();
-    ph = phase::find;
-    deadline = now + std::chrono::seconds(std::max(1, cfg_.gather_job_timeout));
+  out->push(ipc::encode(head));
+  w->minions = res.minions;
+  // The machine's start event is fed by the driver thread, before any queued return.
+  if (!cli_->waits->start(w)) {
+    hub_.unsubscribe(w->sub);
+    out->reply(ipc::encode(ipc::publish_done{res.jid, res.minions}));
   }
-  if (find_sub) hub_.unsubscribe(find_sub);
-  hub_.unsubscribe(sub);
-  value no_return = value::array();
-  for (const auto& id : expected) {
-    if (!returned.count(id)) no_return.push_back(id);
-  }
-  out->reply(value{{"done", true}, {"jid", res.jid}, {"no_return", no_return}});
 }
 
 std::vector<std::string> master_core::ping_all(std::chrono::seconds timeout) {
@@ -331,52 +503,53 @@ std::vector<std::string> master_core::ping_all(std::chrono::seconds timeout) {
 }
 
 void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
-  auto fun = wire::get_text(body, "fun");
-  if (!fun) {
-    out->reply(value{{"error", "runner: fun missing"}});
+  auto dec = ipc::decode_request(body);
+  const auto* rq = dec ? std::get_if<ipc::runner>(&*dec) : nullptr;
+  if (!rq) {
+    refuse_cli(out, "runner", dec ? "not a runner" : dec.error);
     return;
   }
+  auto reply = [&out](value ret, std::int64_t rc) { out->reply(ipc::encode(ipc::runner_reply{std::move(ret), rc})); };
+  const std::string* fun = &rq->fun;
   if (*fun == "cluster.peers") {
     // Peer links of this master (state, queue, last error): the operator's view of the bus.
     if (!clustered()) {
-      out->reply(value{{"return", "This master is not in a cluster (cluster_id is not set)"}, {"retcode", 1}});
+      reply("This master is not in a cluster (cluster_id is not set)", 1);
       return;
     }
-    out->reply(value{{"return", cluster_status()}, {"retcode", 0}});
+    reply(cluster_status(), 0);
     return;
   }
   if (*fun == "cluster.rotate_key") {
     auto [ret, rc] = keys_->rotate_cluster_key();
-    out->reply(value{{"return", ret}, {"retcode", rc}});
+    reply(ret, rc);
     return;
   }
   if (*fun == "cluster.remove") {
+    // Remove a master from the cluster (cluster_node::remove_peer).
     if (!clustered()) {
-      out->reply(value{{"return", "This master is not in a cluster (cluster_id is not set)"}, {"retcode", 1}});
+      reply("This master is not in a cluster (cluster_id is not set)", 1);
       return;
     }
     std::string id;
-    if (const value* a = wire::find(body, "arg"); a && a->is_array() && !a->empty()) {
-      if (auto t = wire::as_text((*a)[0])) id = std::string(*t);
+    if (!rq->arg.empty()) {
+      if (auto t = wire::as_text(rq->arg[0])) id = std::string(*t);
     }
-    if (const value* k = wire::find(body, "kwarg"); id.empty() && k && k->is_object()) {
-      id = std::string(wire::get_text(*k, "id").value_or(""));
-    }
+    if (id.empty()) id = std::string(wire::get_text(rq->kwarg, "id").value_or(""));
     auto [ret, rc] = cluster_->remove_peer(id);
-    out->reply(value{{"return", ret}, {"retcode", rc}});
+    reply(ret, rc);
     return;
   }
-  const value* a = wire::find(body, "arg");
-  const value* k = wire::find(body, "kwarg");
   runner_context ctx;
   ctx.jobs = &jobs_->store();
   ctx.keys = &keys_->store();
   ctx.connected_ids = [this] { return connected_ids(); };
   ctx.ping_all = [this](std::chrono::seconds t) { return ping_all(t); };
-  ctx.timeout = cfg_.timeout;
-  auto outcome = run_runner(ctx, std::string(*fun), a && a->is_array() ? *a : value::array(),
-                            k && k->is_object() ? *k : value::object());
-  out->reply(value{{"return", outcome.ret}, {"retcode", outcome.retcode}});
+  // salt-run -t: the runner's timeout (manage.up and friends), as Salt's opts["timeout"].
+  ctx.timeout = rq->timeout && *rq->timeout > 0 ? static_cast<int>(std::min<std::int64_t>(*rq->timeout, 86400))
+                                                : cfg_.timeout;
+  auto outcome = run_runner(ctx, *fun, rq->arg, rq->kwarg);
+  reply(outcome.ret, outcome.retcode);
 }
 
 }  // namespace sylvite::master

@@ -416,7 +416,7 @@ void key_service::adopt_peer_aes(const std::string& from, const std::string& key
   use_cluster_aes(key, " (from cluster peer " + from + ")");
 }
 
-bool key_service::key_event(const std::string& act, const std::vector<std::string>& ids) {
+bool key_service::key_event(const std::string& act, const std::vector<std::string>& ids, bool rotate) {
   bool rotated = false;
   const bool revoke = act == "reject" || act == "delete";
   local_key_effects(act, ids);
@@ -429,7 +429,7 @@ bool key_service::key_event(const std::string& act, const std::vector<std::strin
     }
     peers()->broadcast(msg);
   }
-  if (revoke && cfg_.rotate_aes_key && !ids.empty()) {
+  if (revoke && rotate && cfg_.rotate_aes_key && !ids.empty()) {
     rotated = static_cast<bool>(rotate_aes("key " + act));
     (void)util::remove_file(cfg_.cachedir / ".dfn");
   }

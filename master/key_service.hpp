@@ -97,8 +97,9 @@ class key_service {
   bool reload_cluster_aes(bool force);
 
   // ---- key events (salt-key through the CLI socket, or tests). act: accept | reject |
-  // delete. Returns whether the AES key was rotated.
-  bool key_event(const std::string& act, const std::vector<std::string>& ids);
+  // delete. A reject or delete rotates the AES key when rotate_aes_key is on and rotate
+  // (salt-key --rotate-aes-key False clears it). Returns whether the key was rotated.
+  bool key_event(const std::string& act, const std::vector<std::string>& ids, bool rotate = true);
 
   // ---- cluster (called by the cluster node for the peers' messages)
   // ---- cluster: the peers' key messages (cluster/peer_messages.hpp), one handler each

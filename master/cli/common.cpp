@@ -17,8 +17,8 @@ std::string version_line(const std::string& prog) {
   return prog + " " + salt_version + " (sylvite 0.1.0)";
 }
 
-int usage_error(const std::string& prog, const std::string& usage, const std::string& msg) {
-  std::cerr << "Usage: " << usage << "\n\n" << prog << ": error: " << msg << "\n";
+int usage_error(const std::string& prog, const std::string& usage, const std::string& msg, std::ostream& err) {
+  err << "Usage: " << usage << "\n\n" << prog << ": error: " << msg << "\n";
   return ex_usage;
 }
 
@@ -47,7 +47,7 @@ output::options make_output_options(const output_flags& f) {
   return o;
 }
 
-void emit(const output_flags& f, const std::string& text) {
+void emit(const output_flags& f, const std::string& text, std::ostream& out) {
   if (text.empty()) return;
   if (!f.out_file.empty()) {
     // Salt truncates the file once (unless --out-file-append), then appends every
@@ -58,7 +58,7 @@ void emit(const output_flags& f, const std::string& text) {
     of << text;
     return;
   }
-  std::cout << text << std::flush;
+  out << text << std::flush;
 }
 
 void add_config_dir_flag(CLI::App& app, std::string& config_dir) {
@@ -66,10 +66,10 @@ void add_config_dir_flag(CLI::App& app, std::string& config_dir) {
                  "Pass in an alternative configuration directory. Default: '/etc/salt'.");
 }
 
-std::optional<config::master_config> load_config(const std::string& config_dir) {
+std::optional<config::master_config> load_config(const std::string& config_dir, std::ostream& err) {
   auto r = config::load_master_config(config_dir);
   if (!r) {
-    std::cerr << r.error().message << "\n";
+    err << r.error().message << "\n";
     return std::nullopt;
   }
   return std::move(*r);
@@ -132,14 +132,15 @@ std::string current_user() {
   return "root";
 }
 
-std::optional<int> parse_cli(CLI::App& app, int argc, char** argv, const std::string& usage) {
+std::optional<int> parse_cli(CLI::App& app, int argc, char** argv, const std::string& usage, std::ostream& out,
+                             std::ostream& err) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
+    out << app.help();
     return ex_ok;
   } catch (const CLI::CallForVersion& e) {
-    std::cout << e.what() << "\n";
+    out << e.what() << "\n";
     return ex_ok;
   } catch (const CLI::ExtrasError& e) {
     // optparse wording for an unknown option
@@ -147,9 +148,9 @@ std::optional<int> parse_cli(CLI::App& app, int argc, char** argv, const std::st
     auto colon = what.find(": ");
     std::string first = colon == std::string::npos ? what : what.substr(colon + 2);
     first = first.substr(0, first.find(' '));
-    return usage_error(app.get_name(), usage, "no such option: " + first);
+    return usage_error(app.get_name(), usage, "no such option: " + first, err);
   } catch (const CLI::ParseError& e) {
-    return usage_error(app.get_name(), usage, e.what());
+    return usage_error(app.get_name(), usage, e.what(), err);
   }
   return std::nullopt;
 }

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <iosfwd>
+#include <iostream>
 #include <optional>
 #include <string>
 
@@ -31,8 +31,9 @@ inline constexpr int ex_client_error = 2;   // no return / master unreachable
 inline constexpr int ex_target_error = 42;  // missing target/function
 inline constexpr int ex_usage = 64;
 
-// Prints "Usage: <usage>\n\n<prog>: error: <msg>\n" to stderr (optparse style); returns 64.
-int usage_error(const std::string& prog, const std::string& usage, const std::string& msg);
+// Prints "Usage: <usage>\n\n<prog>: error: <msg>\n" to err (optparse style); returns 64.
+int usage_error(const std::string& prog, const std::string& usage, const std::string& msg,
+                std::ostream& err = std::cerr);
 
 // Output flags common to the three tools (--out, --out-indent, --no-color, --force-color).
 struct output_flags {
@@ -47,13 +48,13 @@ void add_output_flags(CLI::App& app, output_flags& f, const std::string& prog);
 // Colour decision as salt.output.get_printout: --force-color, else not --no-color and a tty.
 output::options make_output_options(const output_flags& f);
 
-// Print text to stdout, or append to --out-file (Salt's display_output semantics).
-void emit(const output_flags& f, const std::string& text);
+// Print text to out, or append to --out-file (Salt's display_output semantics).
+void emit(const output_flags& f, const std::string& text, std::ostream& out = std::cout);
 
 // -c CONFIG_DIR (default /etc/salt).
 void add_config_dir_flag(CLI::App& app, std::string& config_dir);
-// Load CONFIG_DIR/master; on error prints the message to stderr and returns nullopt.
-std::optional<config::master_config> load_config(const std::string& config_dir);
+// Load CONFIG_DIR/master; on error prints the message to err and returns nullopt.
+std::optional<config::master_config> load_config(const std::string& config_dir, std::ostream& err = std::cerr);
 
 // Master CLI socket path for this config.
 std::filesystem::path master_socket(const config::master_config& cfg);
@@ -83,6 +84,26 @@ std::string current_user();
 
 // Parse with CLI11 and translate errors into Salt's usage error (64) or help (0).
 // Returns nullopt when parsing succeeded and the caller should go on.
-std::optional<int> parse_cli(CLI::App& app, int argc, char** argv, const std::string& usage);
+std::optional<int> parse_cli(CLI::App& app, int argc, char** argv, const std::string& usage,
+                             std::ostream& out = std::cout, std::ostream& err = std::cerr);
+
+// What one run of a CLI talks to. The defaults are the real ones; tests replace them.
+struct cli_env {
+  std::istream* in = &std::cin;
+  std::ostream* out = &std::cout;
+  std::ostream* err = &std::cerr;
+  std::function<master_reply(const config::master_config&, const wire::value&, std::chrono::milliseconds)> request =
+      master_request;
+  std::function<master_reply(const config::master_config&, const wire::value&,
+                             const std::function<void(const wire::value&)>&, std::chrono::milliseconds)>
+      request_stream = master_request_stream;
+  std::function<std::string()> user = current_user;
+};
+
+// The three tools (master/cli/salt_cmd.cpp, salt_key_cmd.cpp, salt_run_cmd.cpp): parse
+// argv as Salt 3008 does, talk to the master through env, return the exit code.
+int salt_main(int argc, char** argv, cli_env& env);
+int salt_key_main(int argc, char** argv, cli_env& env);
+int salt_run_main(int argc, char** argv, cli_env& env);
 
 }  // namespace sylvite::cli

@@ -97,6 +97,24 @@ def test_missing_minion_reported_and_exit_code(env):
     assert "Minion did not return" in r.stdout
 
 
+def test_job_longer_than_timeout_is_awaited_through_find_job(env):
+    """salt -t 2 on a 7 s job: the master's wait (master/cli_wait.hpp) asks saltutil.find_job
+    after the timeout, the minion reports the job running, the CLI keeps waiting and prints
+    the return; a dead minion is reported without waiting for it."""
+    master, minions = start_cluster(env, n=2)
+    ping_all(master, MINIONS[:2])
+    t0 = time.monotonic()
+    r = master.salt("alpha", "test.sleep", "7", "-t", "2", "--out", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert '"alpha": true' in r.stdout
+    assert time.monotonic() - t0 >= 6.5
+    minions[1].kill()
+    r = master.salt("*", "test.sleep", "4", "-t", "2")
+    assert r.returncode != 0
+    assert "alpha:\n    True" in r.stdout, r.stdout
+    assert "beta:\n    Minion did not return" in r.stdout, r.stdout
+
+
 def test_rejected_key_gets_no_jobs(env):
     master, minions = start_cluster(env, n=2)
     rogue = env.minion("rogue", master).start()
