@@ -1,4 +1,4 @@
-// sylvite::master CLI service: the commands of master/ipc_protocol.hpp, decoded there
+// sylvite::master CLI service (cli_service.hpp): the commands of master/ipc_protocol.hpp, decoded there
 // (a refused request is logged and answered {"error"}). "ping" is answered at once; the
 // other commands run on a short-lived thread (at most kMaxCliThreads at once): a runner
 // can last minutes and must not hold a worker-pool thread that minion requests need.
@@ -19,7 +19,8 @@
 #include <set>
 #include <thread>
 
-#include "master/master.hpp"
+#include "master/cli_service.hpp"
+#include "master/job_cache.hpp"
 #include "master/runners.hpp"
 #include "master/cli_wait.hpp"
 #include "master/ipc_protocol.hpp"
@@ -248,7 +249,7 @@ class wait_driver {
 
 }  // namespace
 
-struct master_core::cli_state {
+struct cli_service::cli_state {
   std::mutex mu;
   struct worker {
     std::thread t;
@@ -259,9 +260,20 @@ struct master_core::cli_state {
   std::unique_ptr<wait_driver> waits;
 };
 
-master_core::~master_core() { shutdown(); }
+cli_service::cli_service(const config::master_config& cfg, master_links& links, event_hub& hub, key_service& keys,
+                         job_service& jobs, cluster_node& cluster)
+    : cfg_(cfg), links_(links), hub_(hub), keys_(&keys), jobs_(&jobs), cluster_(&cluster) {
+  init_cli();
+}
 
-void master_core::shutdown() {
+cli_service::~cli_service() { shutdown(); }
+
+std::vector<std::string> cli_service::connected_ids() const {
+  auto* sink = links_.pub.load();
+  return sink ? sink->connected_ids() : std::vector<std::string>{};
+}
+
+void cli_service::shutdown() {
   if (!cli_) return;
   cli_->stopping = true;
   std::list<cli_state::worker> ts;
@@ -276,8 +288,8 @@ void master_core::shutdown() {
   if (cli_->waits) cli_->waits->stop();
 }
 
-void master_core::init_cli() {
-  cli_ = std::make_shared<cli_state>();
+void cli_service::init_cli() {
+  cli_ = std::make_unique<cli_state>();
   wait_driver::hooks h;
   h.unsubscribe = [this](std::uint64_t id) { hub_.unsubscribe(id); };
   h.find_job = [this](const std::shared_ptr<wait_entry>& w, const std::vector<std::string>& ids)
@@ -310,7 +322,7 @@ void master_core::init_cli() {
   cli_->waits->run();
 }
 
-bool master_core::spawn_cli(std::function<void()> fn) {
+bool cli_service::spawn_cli(std::function<void()> fn) {
   if (!cli_) return false;
   std::lock_guard lk(cli_->mu);
   if (cli_->stopping) return false;
@@ -392,7 +404,7 @@ void refuse_cli(const std::shared_ptr<cli_reply>& out, const std::string& cmd, c
 
 }  // namespace
 
-void master_core::handle_cli(const value& body, std::shared_ptr<cli_reply> out) {
+void cli_service::handle(const value& body, std::shared_ptr<cli_reply> out) {
   try {
     auto req = ipc::decode_request(body);
     if (!req) {
@@ -428,7 +440,7 @@ void master_core::handle_cli(const value& body, std::shared_ptr<cli_reply> out) 
   }
 }
 
-void master_core::cli_publish(const value& body, std::shared_ptr<cli_reply> out) {
+void cli_service::cli_publish(const value& body, std::shared_ptr<cli_reply> out) {
   auto dec = ipc::decode_request(body);
   const auto* p = dec ? std::get_if<ipc::publish>(&*dec) : nullptr;
   if (!p) {
@@ -478,7 +490,7 @@ void master_core::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
   }
 }
 
-std::vector<std::string> master_core::ping_all(std::chrono::seconds timeout) {
+std::vector<std::string> cli_service::ping_all(std::chrono::seconds timeout) {
   publish_request req;
   req.tgt = "*";
   req.fun = "test.ping";
@@ -502,7 +514,7 @@ std::vector<std::string> master_core::ping_all(std::chrono::seconds timeout) {
   return {got.begin(), got.end()};
 }
 
-void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
+void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
   auto dec = ipc::decode_request(body);
   const auto* rq = dec ? std::get_if<ipc::runner>(&*dec) : nullptr;
   if (!rq) {
@@ -517,7 +529,7 @@ void master_core::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
       reply("This master is not in a cluster (cluster_id is not set)", 1);
       return;
     }
-    reply(cluster_status(), 0);
+    reply(cluster_->status(), 0);
     return;
   }
   if (*fun == "cluster.rotate_key") {

@@ -20,7 +20,6 @@ namespace sylvite::master {
 namespace fs = std::filesystem;
 using wire::value;
 
-// CLI state is defined in cli_service.cpp; the destructor must see it.
 master_core::master_core(config::master_config cfg)
     : cfg_(std::move(cfg)),
       mdata_(std::make_unique<minion_data_cache>(cfg_.cachedir, cfg_.minion_data_cache)),
@@ -195,7 +194,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       (void)core->jobs_->publish(req);
     });
   }
-  m->init_cli();
+  m->cli_ = std::make_unique<cli_service>(m->cfg_, m->links_, m->hub_, *m->keys_, *m->jobs_, *m->cluster_);
   return m;
 }
 std::vector<std::string> master_core::connected_ids() const {
@@ -209,6 +208,12 @@ void master_core::on_presence(const std::string& id, bool connected) {
   data["new"] = connected ? value::array({id}) : value::array();
   data["lost"] = connected ? value::array() : value::array({id});
   hub_.fire("salt/presence/change", data);
+}
+
+master_core::~master_core() { shutdown(); }
+
+void master_core::shutdown() {
+  if (cli_) cli_->shutdown();
 }
 
 void master_core::maintenance(sys_clock::time_point now) {

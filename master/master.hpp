@@ -6,7 +6,7 @@
 //   job_service     publish, returns, owner map, job store               (job_service.hpp)
 //   request_router  the request port: envelope, auth, command table      (request_router.hpp)
 //   cluster_node    the peers' messages, cluster.remove, load balancer    (cluster_node.hpp)
-//   CLI service     the Unix-socket CLI commands                         (cli_service.cpp)
+//   cli_service     the Unix-socket CLI commands, the CLI's job waits     (cli_service.hpp)
 // The Asio wiring (daemon.cpp) feeds it request bodies, publish-port hellos, CLI requests
 // and timer ticks; it talks back through pub_sink (the publish server), peer_sink (the
 // cluster bus) and cli_reply (one CLI connection). Everything here is testable without
@@ -40,6 +40,7 @@
 #include "master/keys.hpp"
 #include "master/minion_data.hpp"
 #include "master/pillar.hpp"
+#include "master/cli_service.hpp"
 #include "master/cluster_node.hpp"
 #include "master/job_service.hpp"
 #include "master/key_service.hpp"
@@ -71,6 +72,7 @@ class master_core {
   job_service& job_svc() noexcept { return *jobs_; }
   request_router& router() noexcept { return *router_; }
   cluster_node& cluster() noexcept { return *cluster_; }
+  cli_service& cli() noexcept { return *cli_; }
 
   // ---- request port (blocking work: call from the worker pool): request_router::handle
   wire::value handle_request(const wire::value& body, const std::string& peer, bool* authenticated = nullptr) {
@@ -101,7 +103,7 @@ class master_core {
 
   // ---- CLI socket (spawns/uses its own threads for waits; never blocks the caller
   // for long)
-  void handle_cli(const wire::value& body, std::shared_ptr<cli_reply> out);
+  void handle_cli(const wire::value& body, std::shared_ptr<cli_reply> out) { cli_->handle(body, std::move(out)); }
 
   // ---- key events and AES rotation: key_service
   bool key_event(const std::string& act, const std::vector<std::string>& ids) { return keys_->key_event(act, ids); }
@@ -140,14 +142,6 @@ class master_core {
  private:
   explicit master_core(config::master_config cfg);
 
-  // cli_service.cpp
-  struct cli_state;
-  void cli_publish(const wire::value& body, std::shared_ptr<cli_reply> out);
-  void cli_runner(const wire::value& body, std::shared_ptr<cli_reply> out);
-  bool spawn_cli(std::function<void()> fn);
-  void init_cli();
-  std::vector<std::string> ping_all(std::chrono::seconds timeout);
-
   // Declaration order is construction order: the shared context first, then the services
   // that use it.
   config::master_config cfg_;
@@ -162,7 +156,7 @@ class master_core {
   std::unique_ptr<pillar_compiler> pillar_;
   std::unique_ptr<request_router> router_;
   std::unique_ptr<cluster_node> cluster_;
-  std::shared_ptr<cli_state> cli_;  // shared_ptr: type-erased deleter (incomplete here)
+  std::unique_ptr<cli_service> cli_;
 };
 
 }  // namespace sylvite::master
