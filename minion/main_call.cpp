@@ -21,7 +21,7 @@
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
 #include "minion/cli_config.hpp"
-#include "minion/daemon.hpp"
+#include "minion/call_client.hpp"
 #include "minion/grains.hpp"
 #include "minion/jobs.hpp"
 #include "minion/local_pillar.hpp"

@@ -15,7 +15,7 @@
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
 #include "minion/cli_config.hpp"
-#include "minion/daemon.hpp"
+#include "minion/driver.hpp"
 #include "minion/grains.hpp"
 #include "minion/version.hpp"
 
