@@ -29,7 +29,7 @@ session_settings make_settings(bool single = true, bool failover = false) {
   return s;
 }
 
-struct session_test : ::testing::Test {
+struct SessionFsm : ::testing::Test {
   session_fsm fsm{make_settings()};
   std::vector<session_action> last;
 
@@ -87,7 +87,7 @@ struct session_test : ::testing::Test {
   }
 };
 
-TEST_F(session_test, connect_now_closes_and_resolves) {
+TEST_F(SessionFsm, connect_now_closes_and_resolves) {
   auto c = ev(K::connect);
   c.at = t0;
   auto& o = feed(c);
@@ -97,7 +97,7 @@ TEST_F(session_test, connect_now_closes_and_resolves) {
   for (const auto& a : o) EXPECT_EQ(a.gen, 1u);
 }
 
-TEST_F(session_test, connect_later_waits_then_resolves) {
+TEST_F(SessionFsm, connect_later_waits_then_resolves) {
   auto c = ev(K::connect);
   c.at = t0 + mm_ms(1500);
   auto& o = feed(c);
@@ -117,7 +117,7 @@ TEST_F(session_test, connect_later_waits_then_resolves) {
   EXPECT_TRUE(feed(t).empty());
 }
 
-TEST_F(session_test, resolved_reports_opens_and_signs_in) {
+TEST_F(SessionFsm, resolved_reports_opens_and_signs_in) {
   auto c = ev(K::connect);
   c.at = t0;
   feed(c);
@@ -135,7 +135,7 @@ TEST_F(session_test, resolved_reports_opens_and_signs_in) {
   EXPECT_EQ(fsm.attempt()->state(), conn_state::authenticating);
 }
 
-TEST_F(session_test, resolve_failed_reports_dns_failed) {
+TEST_F(SessionFsm, resolve_failed_reports_dns_failed) {
   auto c = ev(K::connect);
   c.at = t0;
   feed(c);
@@ -145,7 +145,7 @@ TEST_F(session_test, resolve_failed_reports_dns_failed) {
   EXPECT_EQ(fsm.phase(), session_phase::idle);
 }
 
-TEST_F(session_test, results_of_an_older_generation_are_ignored) {
+TEST_F(SessionFsm, results_of_an_older_generation_are_ignored) {
   to_signing_in();
   const auto old = fsm.gen();
   auto c = ev(K::connect);
@@ -161,7 +161,7 @@ TEST_F(session_test, results_of_an_older_generation_are_ignored) {
   EXPECT_EQ(fsm.phase(), session_phase::resolving);
 }
 
-TEST_F(session_test, accepted_connects_the_publish_socket) {
+TEST_F(SessionFsm, accepted_connects_the_publish_socket) {
   to_signing_in();
   signed_in(auth_status::accepted, 4605);
   ASSERT_EQ(kinds(last), (std::vector<A>{A::connect_pub}));
@@ -169,7 +169,7 @@ TEST_F(session_test, accepted_connects_the_publish_socket) {
   EXPECT_FALSE(fsm.pub_lost());
 }
 
-TEST_F(session_test, publish_port_override_wins) {
+TEST_F(SessionFsm, publish_port_override_wins) {
   auto s = make_settings();
   s.conn.publish_port_override = 5505;
   fsm = session_fsm(s);
@@ -178,7 +178,7 @@ TEST_F(session_test, publish_port_override_wins) {
   EXPECT_EQ(last.at(0).port, 5505);
 }
 
-TEST_F(session_test, pub_connected_starts_the_first_session) {
+TEST_F(SessionFsm, pub_connected_starts_the_first_session) {
   to_signing_in();
   signed_in(auth_status::accepted);
   auto& o = feed(ev(K::pub_connected));
@@ -186,7 +186,7 @@ TEST_F(session_test, pub_connected_starts_the_first_session) {
   EXPECT_TRUE(o[0].first);
 }
 
-TEST_F(session_test, started_serves_and_reports_connected) {
+TEST_F(SessionFsm, started_serves_and_reports_connected) {
   to_signing_in();
   signed_in(auth_status::accepted);
   feed(ev(K::pub_connected));
@@ -198,13 +198,13 @@ TEST_F(session_test, started_serves_and_reports_connected) {
   EXPECT_TRUE(fsm.ever_served());
 }
 
-TEST_F(session_test, ready_line_only_for_the_minion_first_session) {
+TEST_F(SessionFsm, ready_line_only_for_the_minion_first_session) {
   to_serving(true);
   EXPECT_FALSE(logged(last, mm_log_level::info, "ready"));
   EXPECT_TRUE(fsm.serving());
 }
 
-TEST_F(session_test, reconnect_is_not_a_first_session_in_hot_mode) {
+TEST_F(SessionFsm, reconnect_is_not_a_first_session_in_hot_mode) {
   to_serving();
   to_signing_in();
   signed_in(auth_status::accepted);
@@ -212,7 +212,7 @@ TEST_F(session_test, reconnect_is_not_a_first_session_in_hot_mode) {
   EXPECT_FALSE(o.at(0).first);
 }
 
-TEST_F(session_test, failover_first_session_is_the_minion_first) {
+TEST_F(SessionFsm, failover_first_session_is_the_minion_first) {
   fsm = session_fsm(make_settings(false, true));
   to_signing_in();
   signed_in(auth_status::accepted);
@@ -225,7 +225,7 @@ TEST_F(session_test, failover_first_session_is_the_minion_first) {
   EXPECT_TRUE(feed(ev(K::pub_connected)).at(0).first);
 }
 
-TEST_F(session_test, publish_socket_closed_during_start_fails_the_attempt) {
+TEST_F(SessionFsm, publish_socket_closed_during_start_fails_the_attempt) {
   to_signing_in();
   signed_in(auth_status::accepted);
   feed(ev(K::pub_connected));
@@ -237,7 +237,7 @@ TEST_F(session_test, publish_socket_closed_during_start_fails_the_attempt) {
   EXPECT_EQ(fsm.phase(), session_phase::idle);
 }
 
-TEST_F(session_test, publish_socket_down_at_start_fails_the_attempt) {
+TEST_F(SessionFsm, publish_socket_down_at_start_fails_the_attempt) {
   to_signing_in();
   signed_in(auth_status::accepted);
   feed(ev(K::pub_connected));
@@ -247,7 +247,7 @@ TEST_F(session_test, publish_socket_down_at_start_fails_the_attempt) {
   EXPECT_FALSE(fsm.serving());
 }
 
-TEST_F(session_test, pub_failed_is_a_failed_attempt) {
+TEST_F(SessionFsm, pub_failed_is_a_failed_attempt) {
   to_signing_in();
   signed_in(auth_status::accepted);
   auto& o = feed(ev(K::pub_failed));
@@ -257,14 +257,14 @@ TEST_F(session_test, pub_failed_is_a_failed_attempt) {
   EXPECT_FALSE(fsm.attempt());
 }
 
-TEST_F(session_test, start_failed_is_a_failed_attempt) {
+TEST_F(SessionFsm, start_failed_is_a_failed_attempt) {
   to_signing_in();
   signed_in(auth_status::accepted);
   feed(ev(K::pub_connected));
   EXPECT_EQ(reports(feed(ev(K::start_failed))), (std::vector<mm_event::kind>{mm_event::kind::connect_failed}));
 }
 
-TEST_F(session_test, sign_in_timeouts_retry_up_to_auth_tries) {
+TEST_F(SessionFsm, sign_in_timeouts_retry_up_to_auth_tries) {
   to_signing_in();
   auto t = ev(K::signed_in);
   t.outcome = sign_in_outcome::timeout;
@@ -275,14 +275,14 @@ TEST_F(session_test, sign_in_timeouts_retry_up_to_auth_tries) {
   EXPECT_EQ(reports(o2), (std::vector<mm_event::kind>{mm_event::kind::connect_failed}));
 }
 
-TEST_F(session_test, sign_in_io_error_is_a_failed_attempt) {
+TEST_F(SessionFsm, sign_in_io_error_is_a_failed_attempt) {
   to_signing_in();
   auto e = ev(K::signed_in);
   e.outcome = sign_in_outcome::io_error;
   EXPECT_EQ(reports(feed(e)), (std::vector<mm_event::kind>{mm_event::kind::connect_failed}));
 }
 
-TEST_F(session_test, failed_sign_in_statuses_are_failed_attempts) {
+TEST_F(SessionFsm, failed_sign_in_statuses_are_failed_attempts) {
   for (auto st : {auth_status::failed, auth_status::full, auth_status::bad_algo}) {
     fsm = session_fsm(make_settings());
     to_signing_in();
@@ -291,7 +291,7 @@ TEST_F(session_test, failed_sign_in_statuses_are_failed_attempts) {
   }
 }
 
-TEST_F(session_test, pending_waits_for_acceptance_then_signs_in_again) {
+TEST_F(SessionFsm, pending_waits_for_acceptance_then_signs_in_again) {
   to_signing_in();
   signed_in(auth_status::pending);
   EXPECT_TRUE(logged(last, mm_log_level::info, "Waiting 10 seconds before retry."));
@@ -303,7 +303,7 @@ TEST_F(session_test, pending_waits_for_acceptance_then_signs_in_again) {
   EXPECT_EQ(kinds(feed(t)), (std::vector<A>{A::sign_in}));
 }
 
-TEST_F(session_test, pending_moves_on_in_failover_with_several_masters) {
+TEST_F(SessionFsm, pending_moves_on_in_failover_with_several_masters) {
   fsm = session_fsm(make_settings(false, true));
   to_signing_in();
   signed_in(auth_status::rejected_retry);
@@ -311,7 +311,7 @@ TEST_F(session_test, pending_moves_on_in_failover_with_several_masters) {
   EXPECT_EQ(reports(last), (std::vector<mm_event::kind>{mm_event::kind::connect_failed}));
 }
 
-TEST_F(session_test, pending_waits_in_hot_mode_with_several_masters) {
+TEST_F(SessionFsm, pending_waits_in_hot_mode_with_several_masters) {
   fsm = session_fsm(make_settings(false, false));
   to_signing_in();
   signed_in(auth_status::pending);
@@ -319,7 +319,7 @@ TEST_F(session_test, pending_waits_in_hot_mode_with_several_masters) {
   EXPECT_TRUE(reports(last).empty());
 }
 
-TEST_F(session_test, rejected_exits_77_after_the_pause_with_one_master) {
+TEST_F(SessionFsm, rejected_exits_77_after_the_pause_with_one_master) {
   to_signing_in();
   signed_in(auth_status::rejected);
   auto* x = find(last, A::exit);
@@ -329,7 +329,7 @@ TEST_F(session_test, rejected_exits_77_after_the_pause_with_one_master) {
   EXPECT_EQ(fsm.phase(), session_phase::exiting);
 }
 
-TEST_F(session_test, finger_mismatch_exits_42_with_one_master) {
+TEST_F(SessionFsm, finger_mismatch_exits_42_with_one_master) {
   to_signing_in();
   signed_in(auth_status::finger_mismatch);
   auto* x = find(last, A::exit);
@@ -338,7 +338,7 @@ TEST_F(session_test, finger_mismatch_exits_42_with_one_master) {
   EXPECT_EQ(x->delay, mm_ms(0));
 }
 
-TEST_F(session_test, rejected_is_retried_later_with_several_masters) {
+TEST_F(SessionFsm, rejected_is_retried_later_with_several_masters) {
   fsm = session_fsm(make_settings(false, false));
   to_signing_in();
   signed_in(auth_status::rejected);
@@ -351,7 +351,7 @@ TEST_F(session_test, rejected_is_retried_later_with_several_masters) {
   EXPECT_TRUE(logged(last, mm_log_level::critical, "does not match master_finger; trying it again later"));
 }
 
-TEST_F(session_test, lost_publish_socket_reports_connection_lost) {
+TEST_F(SessionFsm, lost_publish_socket_reports_connection_lost) {
   to_serving();
   auto c = ev(K::pub_closed);
   c.reason = loss_reason::rst;
@@ -362,7 +362,7 @@ TEST_F(session_test, lost_publish_socket_reports_connection_lost) {
   EXPECT_TRUE(feed(c).empty());  // reported once
 }
 
-TEST_F(session_test, fatal_with_one_master_exits_now) {
+TEST_F(SessionFsm, fatal_with_one_master_exits_now) {
   to_serving();
   auto f = ev(K::fatal);
   f.code = 42;
@@ -374,7 +374,7 @@ TEST_F(session_test, fatal_with_one_master_exits_now) {
   EXPECT_TRUE(logged(o, mm_log_level::critical, "exits with code 42"));
 }
 
-TEST_F(session_test, fatal_with_several_masters_drops_this_one) {
+TEST_F(SessionFsm, fatal_with_several_masters_drops_this_one) {
   fsm = session_fsm(make_settings(false, false));
   to_serving();
   auto f = ev(K::fatal);
@@ -387,7 +387,7 @@ TEST_F(session_test, fatal_with_several_masters_drops_this_one) {
   EXPECT_TRUE(feed(f).empty());  // not serving any more
 }
 
-TEST_F(session_test, disconnect_closes) {
+TEST_F(SessionFsm, disconnect_closes) {
   to_serving();
   const auto g = fsm.gen();
   auto d = ev(K::disconnect);
@@ -399,7 +399,7 @@ TEST_F(session_test, disconnect_closes) {
   EXPECT_EQ(fsm.phase(), session_phase::idle);
 }
 
-TEST_F(session_test, stop_closes_and_ignores_everything_after) {
+TEST_F(SessionFsm, stop_closes_and_ignores_everything_after) {
   to_serving();
   EXPECT_EQ(kinds(feed(ev(K::stop))), (std::vector<A>{A::close}));
   EXPECT_EQ(fsm.phase(), session_phase::stopped);
@@ -409,7 +409,7 @@ TEST_F(session_test, stop_closes_and_ignores_everything_after) {
   EXPECT_TRUE(feed(ev(K::probe)).empty());
 }
 
-TEST_F(session_test, reauth_waits_then_replays_held_publishes) {
+TEST_F(SessionFsm, reauth_waits_then_replays_held_publishes) {
   to_serving();
   auto r = ev(K::reauth);
   r.at = t0 + mm_ms(2500);
@@ -436,7 +436,7 @@ TEST_F(session_test, reauth_waits_then_replays_held_publishes) {
   EXPECT_EQ(fsm.held(), 0u);
 }
 
-TEST_F(session_test, failed_reauth_drops_held_publishes) {
+TEST_F(SessionFsm, failed_reauth_drops_held_publishes) {
   to_serving();
   auto p = ev(K::publish);
   p.has_creds = false;
@@ -451,14 +451,14 @@ TEST_F(session_test, failed_reauth_drops_held_publishes) {
   EXPECT_EQ(fsm.held(), 0u);
 }
 
-TEST_F(session_test, reauth_without_held_publishes_replays_nothing) {
+TEST_F(SessionFsm, reauth_without_held_publishes_replays_nothing) {
   to_serving();
   auto d = ev(K::reauth_done);
   d.ok = true;
   EXPECT_TRUE(feed(d).empty());
 }
 
-TEST_F(session_test, reauth_is_ignored_when_not_serving) {
+TEST_F(SessionFsm, reauth_is_ignored_when_not_serving) {
   to_signing_in();
   auto r = ev(K::reauth);
   r.at = t0;
@@ -470,7 +470,7 @@ TEST_F(session_test, reauth_is_ignored_when_not_serving) {
   EXPECT_EQ(fsm.held(), 1u);
 }
 
-TEST_F(session_test, publish_with_credentials_is_decoded) {
+TEST_F(SessionFsm, publish_with_credentials_is_decoded) {
   to_serving();
   auto p = ev(K::publish);
   p.body = "payload";
@@ -479,7 +479,7 @@ TEST_F(session_test, publish_with_credentials_is_decoded) {
   EXPECT_EQ(o[0].bodies.at(0), wire::value("payload"));
 }
 
-TEST_F(session_test, held_publishes_are_bounded) {
+TEST_F(SessionFsm, held_publishes_are_bounded) {
   to_serving();
   auto r = ev(K::reauth);
   r.at = t0 + mm_ms(1000);
@@ -490,7 +490,7 @@ TEST_F(session_test, held_publishes_are_bounded) {
   EXPECT_EQ(fsm.held(), 3u);
 }
 
-TEST_F(session_test, rotation_is_reported_for_the_jittered_reauth) {
+TEST_F(SessionFsm, rotation_is_reported_for_the_jittered_reauth) {
   to_serving();
   auto p = ev(K::publish_rotated);
   p.body = "rotated";
@@ -506,7 +506,7 @@ TEST_F(session_test, rotation_is_reported_for_the_jittered_reauth) {
   EXPECT_TRUE(feed(ev(K::rotation_reported)).empty());
 }
 
-TEST_F(session_test, rotation_without_a_scheduled_reauth_reauths_now) {
+TEST_F(SessionFsm, rotation_without_a_scheduled_reauth_reauths_now) {
   to_serving();
   feed(ev(K::publish_rotated));
   auto& o = feed(ev(K::rotation_reported));
@@ -515,7 +515,7 @@ TEST_F(session_test, rotation_without_a_scheduled_reauth_reauths_now) {
   EXPECT_TRUE(fsm.reauth_pending());
 }
 
-TEST_F(session_test, heartbeat_skips_a_busy_link) {
+TEST_F(SessionFsm, heartbeat_skips_a_busy_link) {
   to_serving();
   auto h = ev(K::heartbeat);
   h.last_ok = t0 - mm_ms(9000);
@@ -523,7 +523,7 @@ TEST_F(session_test, heartbeat_skips_a_busy_link) {
   EXPECT_FALSE(fsm.pinging());
 }
 
-TEST_F(session_test, heartbeat_pings_an_idle_link) {
+TEST_F(SessionFsm, heartbeat_pings_an_idle_link) {
   to_serving();
   auto h = ev(K::heartbeat);
   h.last_ok = t0 - mm_ms(10000);
@@ -543,7 +543,7 @@ TEST_F(session_test, heartbeat_pings_an_idle_link) {
   EXPECT_EQ(reports(feed(d)), (std::vector<mm_event::kind>{mm_event::kind::heartbeat_ok}));
 }
 
-TEST_F(session_test, heartbeat_ping_timeout_is_four_fifths_of_a_short_interval) {
+TEST_F(SessionFsm, heartbeat_ping_timeout_is_four_fifths_of_a_short_interval) {
   auto s = make_settings();
   s.heartbeat_interval = mm_ms(2000);
   fsm = session_fsm(s);
@@ -553,7 +553,7 @@ TEST_F(session_test, heartbeat_ping_timeout_is_four_fifths_of_a_short_interval) 
   EXPECT_EQ(feed(h).at(0).delay, mm_ms(1600));
 }
 
-TEST_F(session_test, heartbeat_only_while_serving) {
+TEST_F(SessionFsm, heartbeat_only_while_serving) {
   to_signing_in();
   auto h = ev(K::heartbeat);
   EXPECT_TRUE(feed(h).empty());
@@ -568,7 +568,7 @@ TEST_F(session_test, heartbeat_only_while_serving) {
   EXPECT_FALSE(fsm.pinging());
 }
 
-TEST_F(session_test, probe_uses_the_channel_only_when_serving) {
+TEST_F(SessionFsm, probe_uses_the_channel_only_when_serving) {
   auto& o = feed(ev(K::probe));
   ASSERT_EQ(kinds(o), (std::vector<A>{A::probe}));
   EXPECT_FALSE(o[0].on_channel);
@@ -584,7 +584,7 @@ TEST_F(session_test, probe_uses_the_channel_only_when_serving) {
   EXPECT_EQ(reports(o2), (std::vector<mm_event::kind>{mm_event::kind::probe_failed}));
 }
 
-TEST_F(session_test, flush_one_at_a_time_and_again_while_returns_wait) {
+TEST_F(SessionFsm, flush_one_at_a_time_and_again_while_returns_wait) {
   auto f = ev(K::flush);
   f.queued = 2;
   EXPECT_TRUE(feed(f).empty());  // not serving
@@ -605,7 +605,7 @@ TEST_F(session_test, flush_one_at_a_time_and_again_while_returns_wait) {
   EXPECT_FALSE(fsm.flushing());
 }
 
-TEST_F(session_test, a_new_connection_forgets_a_running_flush) {
+TEST_F(SessionFsm, a_new_connection_forgets_a_running_flush) {
   to_serving();
   auto f = ev(K::flush);
   f.queued = 1;
@@ -617,7 +617,7 @@ TEST_F(session_test, a_new_connection_forgets_a_running_flush) {
   EXPECT_EQ(kinds(feed(f)), (std::vector<A>{A::flush}));
 }
 
-TEST_F(session_test, connect_while_serving_starts_over) {
+TEST_F(SessionFsm, connect_while_serving_starts_over) {
   to_serving();
   const auto g = fsm.gen();
   auto c = ev(K::connect);
@@ -630,7 +630,7 @@ TEST_F(session_test, connect_while_serving_starts_over) {
   EXPECT_EQ(fsm.held(), 0u);
 }
 
-TEST_F(session_test, phase_names) {
+TEST_F(SessionFsm, phase_names) {
   EXPECT_EQ(to_string(session_phase::idle), "idle");
   EXPECT_EQ(to_string(session_phase::serving), "serving");
   EXPECT_EQ(to_string(session_phase::stopped), "stopped");
