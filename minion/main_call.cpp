@@ -8,6 +8,7 @@
 //     key been accepted?" and exit 2;
 //   - output: {"local": <return>} through the outputter the function names (nested by
 //     default) or --out;
+//   - -l/--log-level must be one of Salt's levels (else Salt's usage error, exit 64);
 //   - exit: --retcode-passthrough -> the function's retcode; otherwise 1 if it is not 0;
 //     an unknown function prints "'x.y' is not available." on stderr and exits 255.
 #include <unistd.h>
@@ -21,7 +22,7 @@
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
 #include "minion/cli_config.hpp"
-#include "minion/daemon.hpp"
+#include "minion/call_client.hpp"
 #include "minion/grains.hpp"
 #include "minion/jobs.hpp"
 #include "minion/local_pillar.hpp"
@@ -48,7 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-file", log_file, "Log file path.");
   app.add_flag("--local", local, "Run salt-call locally, as if there was no master running.");
   app.add_option("--out,--output", out, "Print the output using the specified outputter (nested, json, yaml, txt, raw).");
-  app.add_option("--out-indent,--output-indent", out_indent, "Print the output indented by the provided value in spaces.");
+  auto* indent_opt = app.add_option("--out-indent,--output-indent", out_indent,
+                                    "Print the output indented by the provided value in spaces. Negative values "
+                                    "disables indentation. Only applicable in outputters that support indentation.");
   app.add_flag("--no-color,--no-colour", no_color, "Disable all colored output.");
   app.add_flag("--retcode-passthrough", retcode_passthrough, "Exit with the salt call retcode and not the salt binary retcode.");
   app.set_version_flag("--version", std::string("salt-call ") + mn::salt_compat_version + " (sylvite " +
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   app.add_option("function", fun, "Function to call, e.g. test.ping")->required();
   app.add_option("args", args, "Function arguments; key=value for keyword arguments");
   CLI11_PARSE(app, argc, argv);
+  if (!mn::check_cli_log_level("salt-call", "-l/--log-level", log_level)) return mn::ex_usage;
 
   if (!out.empty() && !sylvite::output::known(out)) {
     std::cerr << "salt-call: error: invalid outputter '" << out << "'\n";
@@ -161,6 +165,7 @@ int main(int argc, char** argv) {
   sylvite::output::options oo;
   oo.color = !no_color && ::isatty(1);
   oo.indent = out_indent;
+  oo.indent_explicit = indent_opt->count() > 0;  // yaml: a negative --out-indent is flow style
   std::string text = sylvite::output::render(outputter, data, oo);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);

@@ -1,8 +1,10 @@
 // salt-minion: the sylvite minion daemon. Flags follow Salt's salt-minion:
 //   -c/--config-dir (default /etc/salt), -l/--log-level, --log-file, --log-file-level,
 //   -d/--daemon, --pid-file, --version, --help.
+// A log level that is not one of Salt's is refused as Salt's option parser does (exit 64).
 // A bad config prints the config_error message and exits 1. SIGTERM/SIGINT stop cleanly.
-// Exit codes: 0 stopped, 1 bad config/keys, 42 master_finger mismatch, 77 key rejected.
+// Exit codes: 0 stopped, 1 bad config/keys, 42 master_finger mismatch, 64 bad option value,
+// 77 key rejected.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,7 +17,7 @@
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
 #include "minion/cli_config.hpp"
-#include "minion/daemon.hpp"
+#include "minion/driver.hpp"
 #include "minion/grains.hpp"
 #include "minion/version.hpp"
 
@@ -36,6 +38,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("salt-minion ") + sylvite::minion::salt_compat_version +
                                         " (sylvite " + sylvite::minion::sylvite_version + ")");
   CLI11_PARSE(app, argc, argv);
+  if (!sylvite::minion::check_cli_log_level("salt-minion", "-l/--log-level", log_level) ||
+      !sylvite::minion::check_cli_log_level("salt-minion", "--log-file-level", log_file_level))
+    return sylvite::minion::ex_usage;
 
   auto cfg_r = sylvite::minion::load_cli_config(config_dir, log_level, log_file);
   if (!cfg_r) return 1;
