@@ -1,6 +1,7 @@
 // runners: jobs.* over a real job cache in a temp dir, manage.* with fake callbacks.
 #include <gtest/gtest.h>
 
+#include "master/job_cache.hpp"
 #include "master/runners.hpp"
 #include "test_util.hpp"
 
