@@ -1,10 +1,6 @@
 // sylvite::cluster join handshake (see join.hpp).
 #include "cluster/join.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <cctype>
 #include <string_view>
@@ -13,6 +9,7 @@
 #include "cluster/cluster_pki.hpp"
 #include "cluster/peer_protocol.hpp"
 #include "core/crypto/crypticle.hpp"
+#include "core/crypto/rsa.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
 
@@ -44,15 +41,7 @@ std::string endorsement_bytes(const std::string& p, const std::string& p_pub, co
 std::string join_proof(const std::string& secret, const std::string& j, const std::string& j_pub,
                        const std::string& p_pub, const std::string& token) {
   value v = value::array({value("sylvite-join-proof"), value(j), value(trim(j_pub)), value(trim(p_pub)), value(token)});
-  const std::string msg = wire::pack(v, wire::packing::frame);
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  static const unsigned char empty_key = 0;
-  const void* key = secret.empty() ? static_cast<const void*>(&empty_key) : static_cast<const void*>(secret.data());
-  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-            msg.size(), out, &len))
-    return {};
-  return std::string(reinterpret_cast<const char*>(out), len);
+  return crypto::hmac_sha256(secret, wire::pack(v, wire::packing::frame));
 }
 
 
@@ -317,7 +306,7 @@ bool secret_matches(const std::optional<std::string>& mine, const std::optional<
   if (empty && !allow_empty) return why = "empty or unset cluster_secret (set cluster_allow_empty_secret to allow)", false;
   const std::string a = crypto::sha256(mine.value_or(""));
   const std::string b = crypto::sha256(theirs.value_or(""));
-  if (CRYPTO_memcmp(a.data(), b.data(), a.size()) != 0) return why = "wrong cluster_secret", false;
+  if (!crypto::constant_time_equal(a, b)) return why = "wrong cluster_secret", false;
   return true;
 }
 
@@ -341,7 +330,7 @@ std::optional<join_request> verify_join(const value& body, const crypto::rsa_key
   const std::string p_pub = my_priv.public_pem();
   auto proves = [&](const std::string& secret) {
     const std::string want = join_proof(secret, j.from, j.pub_pem, p_pub, j.token);
-    return want.size() == proof->size() && CRYPTO_memcmp(want.data(), proof->data(), want.size()) == 0;
+    return crypto::constant_time_equal(want, *proof);
   };
   const bool mine_empty = !my_secret || my_secret->empty();
   if (mine_empty) {

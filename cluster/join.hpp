@@ -165,7 +165,7 @@ std::optional<join_request> verify_join(const wire::value& body, const crypto::r
                                         const std::optional<std::string>& my_secret, bool allow_empty,
                                         pending_joins& pending, std::int64_t now, std::string& why);
 
-// Constant time (both sides hashed, CRYPTO_memcmp). Empty or unset on either side is
+// Constant time (both sides hashed, crypto::constant_time_equal). Empty or unset on either side is
 // refused unless allow_empty.
 bool secret_matches(const std::optional<std::string>& mine, const std::optional<std::string>& theirs,
                     bool allow_empty, std::string& why);

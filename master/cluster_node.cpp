@@ -10,7 +10,7 @@
 #include "cluster/cluster_pki.hpp"
 #include "core/util/files.hpp"
 #include "core/util/rate_limit.hpp"
-#include "tools/haproxy_cfg/haproxy_cfg.hpp"
+#include "cluster/lb_admin.hpp"
 
 namespace sylvite::master {
 
@@ -80,8 +80,8 @@ std::string host_of(const std::string& addr, int default_port) {
   return a ? a->host : addr;
 }
 
-haproxy_cfg::runtime_backends lb_backends(const config::master_config& c) {
-  haproxy_cfg::runtime_backends b;
+lb_admin::runtime_backends lb_backends(const config::master_config& c) {
+  lb_admin::runtime_backends b;
   if (c.cluster_lb_backends.size() == 2) {
     b.publish = c.cluster_lb_backends[0];
     b.request = c.cluster_lb_backends[1];
@@ -95,17 +95,17 @@ void cluster_node::lb_add_joined(const std::string& id, const std::string& bus_a
   // addresses): the address HAProxy reaches it on; the ports are this cluster's.
   const std::string host = host_of(bus_addr, cfg_.cluster_pool_port);
   // Named by its address, as sylvite-haproxy-cfg names every server.
-  const haproxy_cfg::master_server m{haproxy_cfg::server_name(host), host};
+  const lb_admin::master_server m{lb_admin::server_name(host), host};
   const auto b = lb_backends(cfg_);
   auto print_lines = [&](const std::string& why) {
     std::string lines;
-    for (const auto& l : haproxy_cfg::config_lines(cfg_, m, b)) lines += "\n  " + l;
+    for (const auto& l : lb_admin::config_lines(cfg_, m, b)) lines += "\n  " + l;
     spdlog::warn("master {} joined: {}; add it to the load balancer (haproxy.cfg):{}", id, why, lines);
   };
   if (!cfg_.cluster_lb_admin) return print_lines("cluster_lb_admin is not set");
-  auto cmds = haproxy_cfg::runtime_add_commands(cfg_, m, b);
+  auto cmds = lb_admin::runtime_add_commands(cfg_, m, b);
   if (!cmds) return print_lines(cmds.error());
-  auto r = haproxy_cfg::runtime_send(*cfg_.cluster_lb_admin, *cmds);
+  auto r = lb_admin::runtime_send(*cfg_.cluster_lb_admin, *cmds);
   if (!r) return print_lines("the load balancer refused (" + r.error() + ")");
   spdlog::info("master {} ({}) added to the load balancer ({}: {} and {})", id, host, *cfg_.cluster_lb_admin, b.publish,
                b.request);
@@ -121,8 +121,8 @@ std::string cluster_node::lb_remove(const std::string& id) {
       if (wire::get_text(p, "id").value_or("") == id)
         if (auto a = wire::get_text(p, "address"); a && !a->empty()) host = host_of(std::string(*a), cfg_.cluster_pool_port);
   if (host.empty()) return "the bus address of '" + id + "' is unknown (no link to it)";
-  auto r = haproxy_cfg::runtime_send(*cfg_.cluster_lb_admin, haproxy_cfg::runtime_remove_commands(
-                                                                 haproxy_cfg::server_name(host), lb_backends(cfg_)));
+  auto r = lb_admin::runtime_send(*cfg_.cluster_lb_admin, lb_admin::runtime_remove_commands(
+                                                                 lb_admin::server_name(host), lb_backends(cfg_)));
   if (!r) return r.error();
   spdlog::info("master {} ({}) taken out of the load balancer ({})", id, host, *cfg_.cluster_lb_admin);
   return "";

@@ -1,80 +1,10 @@
-// Digest, jid-time and path helpers for the master services (see detail.hpp).
+// Jid-time, log-text and path helpers for the master services (see detail.hpp).
 #include "master/detail.hpp"
 
-#include <fcntl.h>
-#include <openssl/evp.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
 #include <ctime>
-#include <memory>
 
 namespace sylvite::master::detail {
-namespace {
-
-const EVP_MD* md_for(std::string_view name) {
-  // Only hashlib names Salt accepts for hash_type; no aliases beyond them.
-  if (name == "sha256") return EVP_sha256();
-  if (name == "sha1") return EVP_sha1();
-  if (name == "sha224") return EVP_sha224();
-  if (name == "sha384") return EVP_sha384();
-  if (name == "sha512") return EVP_sha512();
-  if (name == "md5") return EVP_md5();
-  return nullptr;
-}
-
-struct ctx_free {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using ctx_ptr = std::unique_ptr<EVP_MD_CTX, ctx_free>;
-
-std::string to_hex(const unsigned char* p, unsigned n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (unsigned i = 0; i < n; ++i) {
-    out.push_back(digits[p[i] >> 4]);
-    out.push_back(digits[p[i] & 15]);
-  }
-  return out;
-}
-
-}  // namespace
-
-std::optional<std::string> hex_digest(std::string_view data, std::string_view hash_type) {
-  const EVP_MD* md = md_for(hash_type);
-  if (!md) return std::nullopt;
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  if (EVP_Digest(data.data(), data.size(), out, &n, md, nullptr) != 1) return std::nullopt;
-  return to_hex(out, n);
-}
-
-std::optional<std::string> file_hex_digest(const std::filesystem::path& p, std::string_view hash_type) {
-  const EVP_MD* md = md_for(hash_type);
-  if (!md) return std::nullopt;
-  ctx_ptr ctx(EVP_MD_CTX_new());
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1) return std::nullopt;
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), out, &n) != 1) return std::nullopt;
-  return to_hex(out, n);
-}
 
 namespace {
 struct jid_parts {

@@ -1,6 +1,6 @@
-// sylvite::master internal helpers (not a public contract): Salt hash_type digests of
-// strings and files (hashlib names: md5, sha1, sha224, sha256, sha384, sha512), and
-// jid time helpers, path containment helpers. OpenSSL EVP, streaming for files.
+// sylvite::master internal helpers (not a public contract): jid time helpers, log-safe
+// text, path containment helpers. (Salt hash_type digests are core/crypto's hash_hex and
+// file_hash_hex.)
 // Thread-safety: pure functions.
 #pragma once
 #include <cstdint>
@@ -10,11 +10,6 @@
 #include <string_view>
 
 namespace sylvite::master::detail {
-
-// Lowercase hex digest; nullopt if hash_type is unknown.
-std::optional<std::string> hex_digest(std::string_view data, std::string_view hash_type);
-// Hex digest of a file's content read in 64 KiB pieces; nullopt if unreadable/unknown type.
-std::optional<std::string> file_hex_digest(const std::filesystem::path& p, std::string_view hash_type);
 
 // Microseconds since the Unix epoch (UTC) of a jid's first 20 digits; nullopt if not a jid.
 std::optional<std::int64_t> jid_micros(std::string_view jid);

@@ -23,6 +23,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/crypto/rsa.hpp"
 #include "master/detail.hpp"
 
 namespace sylvite::master {
@@ -198,7 +199,7 @@ fileserver::fileserver(const config::master_config& cfg, fileserver_options opts
       buffer_size_(cfg.file_buffer_size),
       opts_(opts),
       hashes_(std::make_shared<hash_cache>()) {
-  if (!detail::hex_digest("", hash_type_)) {
+  if (!crypto::hash_hex("", hash_type_)) {
     spdlog::error("fileserver: unknown hash_type '{}', using sha256", hash_type_);
     hash_type_ = "sha256";
   }
@@ -359,7 +360,7 @@ wire::value fileserver::handle(std::string_view cmd, const wire::value& load) co
           hsum = it->second.hsum;
       }
       if (!hsum) {
-        hsum = detail::file_hex_digest(f->real, hash_type_);
+        if (auto h = crypto::file_hash_hex(f->real, hash_type_)) hsum = std::move(*h);
         if (!hsum) {
           spdlog::error("fileserver: cannot read {} to hash it", f->real);
           return not_found();
@@ -436,7 +437,7 @@ wire::value fileserver::handle(std::string_view cmd, const wire::value& load) co
       chunk.resize(got);
       ret["data"] = wire::make_bin(chunk);
       if (got == 0 && opts_.final_chunk_hsum) {
-        if (auto h = detail::file_hex_digest(f->real, hash_type_)) {
+        if (auto h = crypto::file_hash_hex(f->real, hash_type_)) {
           ret["hsum"] = *h;
           ret["hash_type"] = hash_type_;
         }

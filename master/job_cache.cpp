@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/crypto/rsa.hpp"
 #include "core/pki/key_store.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
@@ -128,7 +129,7 @@ job_cache::job_cache(fs::path cachedir, std::string hash_type, write_mode mode)
     : dir_(std::move(cachedir) / "jobs"), hash_type_(std::move(hash_type)), mode_(mode) {
   syncer_ = util::group_syncer::shared_for(dir_);
   if (mode_ == write_mode::async) writer_ = std::thread([this] { run_writer(); });
-  if (!detail::hex_digest("", hash_type_)) {
+  if (!crypto::hash_hex("", hash_type_)) {
     spdlog::error("job cache: unknown hash_type '{}', using sha256", hash_type_);
     hash_type_ = "sha256";
   }
@@ -288,7 +289,8 @@ bool job_cache::known_job(const std::string& jid, const fs::path& dir, bool& noc
 }
 
 fs::path job_cache::job_dir(const std::string& jid) const {
-  std::string h = detail::hex_digest(jid, hash_type_).value_or(std::string(64, '0'));
+  auto d = crypto::hash_hex(jid, hash_type_);
+  const std::string h = d ? *d : std::string(64, '0');
   return dir_ / h.substr(0, 2) / h.substr(2);
 }
 

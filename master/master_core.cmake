@@ -14,14 +14,13 @@ sylvite_library(sylvite_master
     ${CMAKE_CURRENT_LIST_DIR}/cluster_node.cpp
     ${CMAKE_CURRENT_LIST_DIR}/master.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cli_service.cpp
-  DEPS sylvite_master_services sylvite_cluster sylvite_config sylvite_pki sylvite_match sylvite_crypto sylvite_wire sylvite_util
-       Threads::Threads)
+  DEPS sylvite::master_services sylvite::master_ipc sylvite::cluster sylvite::lb_admin sylvite::config sylvite::pki
+       sylvite::match sylvite::crypto sylvite::wire sylvite::util Threads::Threads)
 
 sylvite_library(sylvite_master_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp
-  DEPS sylvite_master sylvite_cluster_bus sylvite_transport)
+  DEPS sylvite::master sylvite::cluster_bus sylvite::transport)
 
 sylvite_executable(salt-master
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/main.cpp
-  DEPS sylvite_master_daemon CLI11::CLI11)
-target_compile_definitions(salt-master PRIVATE SYLVITE_VERSION="${PROJECT_VERSION}")
+  DEPS sylvite::master_daemon sylvite::version CLI11::CLI11)

@@ -24,7 +24,7 @@
 
 #include "core/crypto/rsa.hpp"
 #include "core/util/files.hpp"
-#include "minion/version.hpp"
+#include "sylvite/version.hpp"
 
 namespace sylvite::minion {
 

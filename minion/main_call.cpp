@@ -27,7 +27,7 @@
 #include "minion/jobs.hpp"
 #include "minion/local_pillar.hpp"
 #include "minion/modules.hpp"
-#include "minion/version.hpp"
+#include "sylvite/version.hpp"
 
 namespace mn = sylvite::minion;
 namespace wire = sylvite::wire;
@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
                                     "disables indentation. Only applicable in outputters that support indentation.");
   app.add_flag("--no-color,--no-colour", no_color, "Disable all colored output.");
   app.add_flag("--retcode-passthrough", retcode_passthrough, "Exit with the salt call retcode and not the salt binary retcode.");
-  app.set_version_flag("--version", std::string("salt-call ") + mn::salt_compat_version + " (sylvite " +
-                                        mn::sylvite_version + ")");
+  app.set_version_flag("--version", std::string("salt-call ") + sylvite::salt_compat_version + " (sylvite " +
+                                        sylvite::sylvite_version + ")");
   app.add_option("function", fun, "Function to call, e.g. test.ping")->required();
   app.add_option("args", args, "Function arguments; key=value for keyword arguments");
   CLI11_PARSE(app, argc, argv);

@@ -19,7 +19,7 @@
 #include "minion/cli_config.hpp"
 #include "minion/driver.hpp"
 #include "minion/grains.hpp"
-#include "minion/version.hpp"
+#include "sylvite/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"salt-minion (sylvite): receives commands from a remote Salt master"};
@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-file-level", log_file_level, "Logfile logging log level.");
   app.add_flag("-d,--daemon", daemon, "Run the salt-minion as a daemon.");
   app.add_option("--pid-file", pid_file, "Specify the location of the pidfile.");
-  app.set_version_flag("--version", std::string("salt-minion ") + sylvite::minion::salt_compat_version +
-                                        " (sylvite " + sylvite::minion::sylvite_version + ")");
+  app.set_version_flag("--version", std::string("salt-minion ") + sylvite::salt_compat_version +
+                                        " (sylvite " + sylvite::sylvite_version + ")");
   CLI11_PARSE(app, argc, argv);
   if (!sylvite::minion::check_cli_log_level("salt-minion", "-l/--log-level", log_level) ||
       !sylvite::minion::check_cli_log_level("salt-minion", "--log-file-level", log_file_level))
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       std::cerr << "Cannot write pid file " << pid_file << ": " << r.error().message() << "\n";
   }
   sylvite::util::init_logging("salt-minion", cfg.log_level, cfg.log_file.string(), cfg.log_level_logfile);
-  spdlog::info("Setting up the Salt Minion \"{}\" (sylvite {})", cfg.id, sylvite::minion::sylvite_version);
+  spdlog::info("Setting up the Salt Minion \"{}\" (sylvite {})", cfg.id, sylvite::sylvite_version);
 
   int code = sylvite::minion::run_minion_daemon(cfg, sylvite::minion::collect_grains(cfg));
 

@@ -12,7 +12,7 @@
 
 #include "core/config/config.hpp"
 #include "core/match/match.hpp"
-#include "minion/version.hpp"
+#include "sylvite/version.hpp"
 
 namespace sylvite::minion {
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole sylvite test suite (README command 2; .ci/run calls this):
-#   1. setup (packages + Salt venv), 2. build (-Werror under CI) and unit tests,
+#   1. setup (packages + Salt venv), 2. build (-Werror under CI), the layering check
+#      (scripts/check_layers.py) and unit tests,
 #   3. ASan+UBSan build and unit tests, 4. bounded libFuzzer runs,
 #   5. end-to-end and interop tests with real processes (pytest).
 # Usage: scripts/test.sh [--quick]   (--quick: skip the sanitizer and fuzz stages)
@@ -43,6 +44,8 @@ export SYLVITE_VENV="$here/build/venv"
 
 stage build bash scripts/build.sh "$here/build"
 if [[ "${status[build]}" == ok* ]]; then
+  # Includes and links against the layers (docs/contributing.md); also ctest's layers.tree.
+  stage layers python3 scripts/check_layers.py "$here/build"
   stage unit ctest_noskip --test-dir "$here/build" -L unit --output-on-failure -j2 --timeout 300
 fi
 

@@ -1,13 +1,18 @@
 // sylvite::crypto helpers without keys: error category, hashes, hex/base64, randomness,
 // uuids, constant-time compare, Salt's clean_key and pem_finger.
 // Thread-safety: plain functions; OpenSSL's DRBG and digests are thread-safe.
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -160,6 +165,47 @@ result<std::string> hash_hex(std::string_view data, std::string_view hash_type) 
   std::string out;
   if (!digest(md, data, out)) return errc::openssl_error;
   return hex(out);
+}
+
+result<std::string> file_hash_hex(const std::filesystem::path& p, std::string_view hash_type) {
+  const EVP_MD* md = md_by_name(hash_type);
+  if (md == nullptr) return errc::unsupported_algo;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1) return errc::openssl_error;
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return error_code(errno, boost::system::system_category());
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      return error_code(e, boost::system::system_category());
+    }
+    if (n == 0) break;
+    if (EVP_DigestUpdate(ctx.get(), buf, static_cast<std::size_t>(n)) != 1) {
+      ::close(fd);
+      return errc::openssl_error;
+    }
+  }
+  ::close(fd);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), out, &len) != 1) return errc::openssl_error;
+  return hex(std::string_view(reinterpret_cast<const char*>(out), len));
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  // HMAC() wants a non-null key pointer even for an empty key.
+  static const unsigned char empty_key = 0;
+  const void* k = key.empty() ? static_cast<const void*>(&empty_key) : static_cast<const void*>(key.data());
+  if (!HMAC(EVP_sha256(), k, static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+            data.size(), out, &len))
+    return {};
+  return std::string(reinterpret_cast<const char*>(out), len);
 }
 
 std::string hex(std::string_view bytes) {

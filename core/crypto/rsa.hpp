@@ -4,6 +4,7 @@
 // run concurrently from many threads.
 #pragma once
 #include <cstddef>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,7 +80,15 @@ result<std::string> pem_fingerprint(std::string_view pem, std::string_view hash_
 // Hashes and encodings.
 std::string sha256(std::string_view data);      // raw 32 bytes
 std::string sha256_hex(std::string_view data);  // 64 lowercase hex chars
+// hash_type: Salt's hashlib names (md5, sha1, sha224, sha256, sha384, sha512); any other
+// name is errc::unsupported_algo.
 result<std::string> hash_hex(std::string_view data, std::string_view hash_type);
+// hash_hex of a file's content, read in 64 KiB pieces (never whole in memory). Errors:
+// unsupported_algo, the errno of open/read (system category), openssl_error.
+result<std::string> file_hash_hex(const std::filesystem::path& p, std::string_view hash_type);
+// HMAC-SHA256 of data keyed with key (any length, empty allowed): 32 raw bytes; "" only
+// if OpenSSL fails.
+std::string hmac_sha256(std::string_view key, std::string_view data);
 std::string hex(std::string_view bytes);
 std::string base64_encode(std::string_view bytes);  // standard alphabet, padded, no newlines
 result<std::string> base64_decode(std::string_view text);

@@ -12,10 +12,7 @@
 #include "core/util/files.hpp"
 #include "core/util/log.hpp"
 #include "master/daemon.hpp"
-
-#ifndef SYLVITE_VERSION
-#define SYLVITE_VERSION "0.1.0"
-#endif
+#include "sylvite/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"salt-master: the sylvite (Salt-compatible) master daemon"};
@@ -34,7 +31,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print the version and exit");
   CLI11_PARSE(app, argc, argv);
   if (version) {
-    std::cout << "salt-master " << SYLVITE_VERSION << " (sylvite)\n";
+    std::cout << "salt-master " << sylvite::sylvite_version << " (sylvite)\n";
     return 0;
   }
 

@@ -10,11 +10,12 @@
 
 #include "core/transport/transport.hpp"
 #include "master/ipc_protocol.hpp"
+#include "sylvite/version.hpp"
 
 namespace sylvite::cli {
 
 std::string version_line(const std::string& prog) {
-  return prog + " " + salt_version + " (sylvite 0.1.0)";
+  return prog + " " + salt_compat_version + " (sylvite " + sylvite_version + ")";
 }
 
 int usage_error(const std::string& prog, const std::string& usage, const std::string& msg, std::ostream& err) {

@@ -20,8 +20,8 @@
 
 namespace sylvite::cli {
 
-inline constexpr const char* salt_version = "3008.5";
-// "<prog> 3008.5 (sylvite 0.1.0)": the Salt release we follow, then our own version.
+// "<prog> 3008.5 (sylvite 0.1.0)": the Salt release we follow, then our own version
+// (both from sylvite/version.hpp).
 std::string version_line(const std::string& prog);
 
 // Salt's exit codes (salt/defaults/exitcodes.py).

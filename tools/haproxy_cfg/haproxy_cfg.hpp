@@ -6,13 +6,15 @@
 // master's health_port with GET /ready (master/health_server.hpp), fast failure
 // detection (inter 500ms fall 2 rise 2), option redispatch + retries 2, and an admin
 // stats socket. docs/deploy.md explains every line; deploy/haproxy/haproxy.cfg is an
-// example output. Used by the sylvite-haproxy-cfg command (main.cpp).
+// example output. Used by the sylvite-haproxy-cfg command (main.cpp), whose runtime mode
+// (--add-server, --remove-server) is cluster/lb_admin's client, shared with the master.
 // Thread-safety: pure functions, except check_with_haproxy() which runs a process.
 #pragma once
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cluster/lb_admin.hpp"
 #include "core/config/config.hpp"
 
 namespace sylvite::haproxy_cfg {
@@ -31,10 +33,10 @@ struct options {
   std::string log_target = "/dev/log";        // syslog target; "" = no logging
 };
 
-struct master_server {
-  std::string name;  // HAProxy server name (host with unsafe characters replaced)
-  std::string host;  // address or DNS name
-};
+// A master as a server of both backends (server name, host): the runtime API's type.
+using master_server = lb_admin::master_server;
+using lb_admin::haproxy_address;
+using lb_admin::server_name;
 
 struct output {
   std::string text;                   // the haproxy.cfg
@@ -52,38 +54,6 @@ boost::system::result<std::vector<master_server>, std::string> cluster_masters(c
 
 // The whole haproxy.cfg. Errors (as text): those of cluster_masters(), bad options.
 boost::system::result<output, std::string> render(const config::master_config& cfg, const options& opt);
-
-// "host:port" in HAProxy's address syntax (IPv6 literals as ipv6@addr:port).
-std::string haproxy_address(const std::string& host, int port);
-
-// ---- runtime API (HAProxy >= 2.6 admin socket): add or remove one master live --------------
-// Backends as render() names them; tests and hand-written configs pass their own.
-struct runtime_backends {
-  std::string publish = "salt_publish_masters";
-  std::string request = "salt_request_masters";
-};
-// The commands that add master `m` to both backends of a running HAProxy: `add server`
-// (dynamic servers do not inherit default-server, so the check settings of render() are
-// spelled out), then `enable health` and `enable server` (a new server starts in
-// maintenance). Errors (as text): a bad server name or address.
-boost::system::result<std::vector<std::string>, std::string> runtime_add_commands(const config::master_config& cfg,
-                                                                                  const master_server& m,
-                                                                                  const runtime_backends& b = {});
-// The commands that take it out again: `disable server` (maintenance: no new
-// connections), `shutdown sessions server` (its minions reconnect to the others at
-// once), `del server`.
-std::vector<std::string> runtime_remove_commands(const std::string& name, const runtime_backends& b = {});
-// The `server` lines to add to haproxy.cfg by hand for master `m`, one per backend.
-std::vector<std::string> config_lines(const config::master_config& cfg, const master_server& m,
-                                      const runtime_backends& b = {});
-// Sends each command on the admin socket (one connection per command, as HAProxy closes
-// it after a reply). `socket`: a Unix socket path, or host:port of a TCP stats socket
-// (`stats socket ipv4@ADDR:PORT level admin`). Returns HAProxy's answer per command; an error (as text) if the
-// socket cannot be used or HAProxy answers a command with an error, naming the command.
-boost::system::result<std::vector<std::string>, std::string> runtime_send(const std::string& socket,
-                                                                         const std::vector<std::string>& commands);
-// A safe HAProxy server name from a master id or host (what render() does to hosts).
-std::string server_name(const std::string& s);
 
 struct check_result {
   bool ran = false;    // false: no haproxy binary found (nothing checked)

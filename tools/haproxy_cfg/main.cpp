@@ -18,11 +18,13 @@
 #include <iostream>
 #include <string>
 
+#include "cluster/lb_admin.hpp"
 #include "core/config/config.hpp"
 #include "core/util/files.hpp"
 #include "tools/haproxy_cfg/haproxy_cfg.hpp"
 
 namespace hc = sylvite::haproxy_cfg;
+namespace lb = sylvite::lb_admin;
 namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--haproxy", haproxy_bin, "haproxy binary for the check (default: haproxy on PATH)");
   app.add_flag("--no-check", no_check, "Do not run haproxy -c");
   std::string add_server, server_address, remove_server;
-  hc::runtime_backends be;
+  lb::runtime_backends be;
   app.add_option("--add-server", add_server, "Runtime: add this master (server name) to the running HAProxy");
   app.add_option("--server-address", server_address, "Runtime: the added master's address (with --add-server)");
   app.add_option("--remove-server", remove_server, "Runtime: take this server out of the running HAProxy");
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
   app.add_option("--request-backend", be.request, "Runtime: request backend name (default salt_request_masters)");
   CLI11_PARSE(app, argc, argv);
   if (!remove_server.empty()) {
-    auto r = hc::runtime_send(o.stats_socket, hc::runtime_remove_commands(remove_server, be));
+    auto r = lb::runtime_send(o.stats_socket, lb::runtime_remove_commands(remove_server, be));
     if (!r) {
       std::cerr << "sylvite-haproxy-cfg: " << r.error() << "\n";
       return 5;
@@ -87,16 +89,16 @@ int main(int argc, char** argv) {
       std::cerr << "sylvite-haproxy-cfg: --add-server needs --server-address\n";
       return 2;
     }
-    const hc::master_server m{add_server, server_address};
-    auto cmds = hc::runtime_add_commands(*cfg, m, be);
+    const lb::master_server m{add_server, server_address};
+    auto cmds = lb::runtime_add_commands(*cfg, m, be);
     if (!cmds) {
       std::cerr << "sylvite-haproxy-cfg: " << cmds.error() << "\n";
       return 1;
     }
-    auto r = hc::runtime_send(o.stats_socket, *cmds);
+    auto r = lb::runtime_send(o.stats_socket, *cmds);
     if (!r) {
       std::cerr << "sylvite-haproxy-cfg: " << r.error() << "\nadd these lines to haproxy.cfg and reload HAProxy:\n";
-      for (const auto& l : hc::config_lines(*cfg, m, be)) std::cerr << "  " << l << "\n";
+      for (const auto& l : lb::config_lines(*cfg, m, be)) std::cerr << "  " << l << "\n";
       return 5;
     }
     std::cerr << "sylvite-haproxy-cfg: added " << add_server << " (" << server_address << ") to " << be.publish

@@ -4,7 +4,10 @@
 #include <openssl/pem.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 #include <vector>
@@ -424,6 +427,48 @@ TEST(Hash, KnownValues) {
   EXPECT_EQ(hash_hex("abc", "whirlpool").error(), make_error_code(errc::unsupported_algo));
   EXPECT_EQ(hex(std::string("\x00\x01\xab\xff", 4)), "0001abff");
   EXPECT_EQ(hex(""), "");
+}
+
+// File digests read in 64 KiB pieces: more than one piece, an empty file, the errors.
+TEST(Hash, FileDigestEqualsTheDigestOfTheContent) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sylvite-hash-" + uuid4_hex());
+  std::filesystem::create_directories(dir);
+  std::string big;
+  for (int i = 0; i < 200000; ++i) big.push_back(static_cast<char>(i * 131 % 251));
+  const auto write = [&](const char* name, const std::string& data) {
+    std::FILE* f = std::fopen((dir / name).c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
+    std::fclose(f);
+  };
+  write("big", big);
+  write("empty", "");
+  for (const char* t : {"md5", "sha1", "sha224", "sha256", "sha384", "sha512"}) {
+    SCOPED_TRACE(t);
+    auto h = file_hash_hex(dir / "big", t);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(*h, *hash_hex(big, t));
+    EXPECT_EQ(*file_hash_hex(dir / "empty", t), *hash_hex("", t));
+  }
+  EXPECT_EQ(file_hash_hex(dir / "big", "whirlpool").error(), make_error_code(errc::unsupported_algo));
+  auto missing = file_hash_hex(dir / "missing", "sha256");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error(), error_code(ENOENT, boost::system::system_category()));
+  auto a_dir = file_hash_hex(dir, "sha256");  // open() works, read() fails with EISDIR
+  ASSERT_FALSE(a_dir);
+  EXPECT_EQ(a_dir.error(), error_code(EISDIR, boost::system::system_category()));
+  std::filesystem::remove_all(dir);
+}
+
+// RFC 4231 test cases 1, 2 and 6 (a key longer than the block), and the empty key.
+TEST(Hmac, Rfc4231Vectors) {
+  EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  EXPECT_EQ(hex(hmac_sha256("", "")), "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
 }
 
 TEST(Base64, Rfc4648) {
