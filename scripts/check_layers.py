@@ -22,7 +22,7 @@ sylvite_test with its folder, sources, declared headers and links. Rules:
    OpenSSL in core/crypto and core/pki, not in a library above them.
 
 Exit status 0 when clean, 1 with one line per violation, 2 on a usage error.
-Stdlib only (runs from scripts/test.sh and as the ctest test layers.tree).
+Stdlib only (runs from scripts/test.sh and as the ctest test Layers.Tree).
 """
 
 import argparse

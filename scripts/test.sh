@@ -44,7 +44,7 @@ export SYLVITE_VENV="$here/build/venv"
 
 stage build bash scripts/build.sh "$here/build"
 if [[ "${status[build]}" == ok* ]]; then
-  # Includes and links against the layers (docs/contributing.md); also ctest's layers.tree.
+  # Includes and links against the layers (docs/contributing.md); also ctest's Layers.Tree.
   stage layers python3 scripts/check_layers.py "$here/build"
   stage unit ctest_noskip --test-dir "$here/build" -L unit --output-on-failure -j2 --timeout 300
 fi

@@ -36,7 +36,7 @@ crypto::rsa_key& peer() { return key(1); }
 crypto::rsa_key& ckey() { return key(2); }
 crypto::rsa_key& evil() { return key(3); }
 
-struct join_fixture : ::testing::Test {
+struct JoinFixture : ::testing::Test {
   const std::int64_t now = 1'800'000'000;
   const std::string nonce = crypto::uuid4_hex();
   cluster::pending_joins pending;
@@ -79,7 +79,7 @@ value with(value v, const std::string& k, value x) {
 }
 }  // namespace
 
-TEST_F(join_fixture, FullHandshakeAndInstall) {
+TEST_F(JoinFixture, FullHandshakeAndInstall) {
   auto r = reply_info();
   EXPECT_EQ(r.from, "m1");
   value j = cluster::make_join("m4", joiner(), r, "s3cret");
@@ -115,7 +115,7 @@ TEST_F(join_fixture, FullHandshakeAndInstall) {
   EXPECT_EQ(util::read_file(t.p / "cpki/.aes").value(), newer);
 }
 
-TEST_F(join_fixture, DiscoverRefusals) {
+TEST_F(JoinFixture, DiscoverRefusals) {
   std::string why;
   value d = discover();
   EXPECT_FALSE(cluster::verify_discover(d, "other", "m1", now, why));
@@ -137,7 +137,7 @@ TEST_F(join_fixture, DiscoverRefusals) {
   }
 }
 
-TEST_F(join_fixture, DiscoverReplyRefusals) {
+TEST_F(JoinFixture, DiscoverReplyRefusals) {
   cluster::discover_info d;
   value r = reply(d);
   std::string why;
@@ -170,7 +170,7 @@ TEST_F(join_fixture, DiscoverReplyRefusals) {
   EXPECT_TRUE(cluster::fingerprint_matches(ckey().public_pem(), crypto::pem_fingerprint(ckey().public_pem()).value()));
 }
 
-TEST_F(join_fixture, JoinRefusals) {
+TEST_F(JoinFixture, JoinRefusals) {
   std::string why;
   {  // tampered signature: refused, and the joiner's token survives it (it travels in the clear)
     auto r = reply_info();
@@ -238,7 +238,7 @@ TEST_F(join_fixture, JoinRefusals) {
   }
 }
 
-TEST_F(join_fixture, SecretCompare) {
+TEST_F(JoinFixture, SecretCompare) {
   std::string why;
   EXPECT_TRUE(cluster::secret_matches(std::string("a"), std::string("a"), false, why));
   EXPECT_FALSE(cluster::secret_matches(std::string("a"), std::string("ab"), false, why));
@@ -248,7 +248,7 @@ TEST_F(join_fixture, SecretCompare) {
   EXPECT_FALSE(cluster::secret_matches(std::string("a"), std::string(""), true, why));
 }
 
-TEST_F(join_fixture, PendingTableIsBounded) {
+TEST_F(JoinFixture, PendingTableIsBounded) {
   for (int i = 0; i < 200; ++i) {
     cluster::discover_info d{"j" + std::to_string(i), "pem", "a:1", nonce};
     pending.add(d, now);
@@ -259,7 +259,7 @@ TEST_F(join_fixture, PendingTableIsBounded) {
   EXPECT_EQ(pending.size(), 1u);
 }
 
-TEST_F(join_fixture, JoinReplyRefusals) {
+TEST_F(JoinFixture, JoinReplyRefusals) {
   std::string why;
   auto r = reply_info();
   cluster::join_request jr{"m4", joiner().public_pem(), "a:1", r.token};
@@ -290,7 +290,7 @@ TEST_F(join_fixture, JoinReplyRefusals) {
   EXPECT_EQ(why, "the cluster key does not match the pinned cluster.pub");
 }
 
-TEST_F(join_fixture, InstallRollsBack) {
+TEST_F(JoinFixture, InstallRollsBack) {
   tmpdir t;
   const fs::path dir = t.p / "cpki";
   std::string why;
@@ -319,7 +319,7 @@ TEST_F(join_fixture, InstallRollsBack) {
 
 // Issue 14 item 5: tokens handed to unauthenticated senders never push out a real
 // joiner's token; the table refuses instead (per source and in total).
-TEST_F(join_fixture, PendingTableRefusesInsteadOfEvicting) {
+TEST_F(JoinFixture, PendingTableRefusesInsteadOfEvicting) {
   std::string why;
   cluster::discover_info real{"real", joiner().public_pem(), "10.0.0.1:4520", nonce};
   auto real_tok = pending.add(real, "10.0.0.1", now, why);
@@ -359,7 +359,7 @@ TEST_F(join_fixture, PendingTableRefusesInsteadOfEvicting) {
   EXPECT_EQ(pending.size(), 1u);
 }
 
-TEST(rate_limiter, BurstThenRefillPerKey) {
+TEST(RateLimiter, BurstThenRefillPerKey) {
   cluster::rate_limiter rl(2.0, 3.0, 8);  // 3 at once, then 2 a second
   std::int64_t t = 1000;
   EXPECT_TRUE(rl.allow("a", t));
@@ -378,7 +378,7 @@ TEST(rate_limiter, BurstThenRefillPerKey) {
   EXPECT_FALSE(rl.allow("a", t));
 }
 
-TEST(rate_limiter, KeyTableIsBounded) {
+TEST(RateLimiter, KeyTableIsBounded) {
   cluster::rate_limiter rl(1.0, 1.0, 4);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(rl.allow("k" + std::to_string(i), 0));
   EXPECT_FALSE(rl.allow("new", 0));  // every bucket is in use: a fifth sender is refused
@@ -389,7 +389,7 @@ TEST(rate_limiter, KeyTableIsBounded) {
 
 // Issue 14 item 6: the join carries a proof, never the secret; the proof is bound to the
 // answering member's key, so it is useless with any other member.
-TEST_F(join_fixture, JoinCarriesAProofNotTheSecret) {
+TEST_F(JoinFixture, JoinCarriesAProofNotTheSecret) {
   auto r = reply_info();
   const std::string long_secret = "a-long-and-unmistakable-cluster-secret";
   value j = cluster::make_join("m4", joiner(), r, long_secret);

@@ -81,7 +81,7 @@ struct rig {
 }  // namespace
 
 // L1
-TEST(peer_link, start_handshakes_at_once) {
+TEST(PeerLink, start_handshakes_at_once) {
   rig r;
   EXPECT_EQ(r.l.status(), link_status::connecting);
   EXPECT_EQ(kinds(r.start()), (std::vector<ak>{ak::connect, ak::send_hello}));
@@ -91,7 +91,7 @@ TEST(peer_link, start_handshakes_at_once) {
 }
 
 // L2: log once per reason, close, jittered back-off doubling to the cap.
-TEST(peer_link, failed_handshake_backs_off_with_growth_and_cap) {
+TEST(PeerLink, failed_handshake_backs_off_with_growth_and_cap) {
   rig r;
   r.start();
   auto a = r.fail("Connection refused");
@@ -120,7 +120,7 @@ TEST(peer_link, failed_handshake_backs_off_with_growth_and_cap) {
   EXPECT_EQ(r.l.backoff(), milliseconds(10000));
 }
 
-TEST(peer_link, backoff_jitter_is_seeded) {
+TEST(PeerLink, backoff_jitter_is_seeded) {
   rig a, b;
   a.start();
   b.start();
@@ -132,7 +132,7 @@ TEST(peer_link, backoff_jitter_is_seeded) {
 }
 
 // L2: a refused welcome is a failed handshake too.
-TEST(peer_link, refused_handshake_backs_off) {
+TEST(PeerLink, refused_handshake_backs_off) {
   rig r;
   r.start();
   auto a = r.refuse("refused: another cluster_id");
@@ -145,7 +145,7 @@ TEST(peer_link, refused_handshake_backs_off) {
 }
 
 // L2: the address is this master.
-TEST(peer_link, hello_from_myself_ends_the_link) {
+TEST(PeerLink, hello_from_myself_ends_the_link) {
   rig r;
   r.offer(1);
   r.start();
@@ -163,7 +163,7 @@ TEST(peer_link, hello_from_myself_ends_the_link) {
 }
 
 // L3
-TEST(peer_link, welcome_brings_the_link_up) {
+TEST(PeerLink, welcome_brings_the_link_up) {
   rig r;
   r.start();
   r.fail("Connection refused");
@@ -183,7 +183,7 @@ TEST(peer_link, welcome_brings_the_link_up) {
   EXPECT_EQ(kinds(r.timer()), std::vector<ak>{ak::arm_timer});
 }
 
-TEST(peer_link, welcome_sends_what_was_queued) {
+TEST(PeerLink, welcome_sends_what_was_queued) {
   rig r;
   r.start();
   EXPECT_TRUE(r.offer(1));
@@ -198,7 +198,7 @@ TEST(peer_link, welcome_sends_what_was_queued) {
 }
 
 // L3: a back-off after the link was up starts again from the initial value.
-TEST(peer_link, welcome_resets_the_backoff) {
+TEST(PeerLink, welcome_resets_the_backoff) {
   rig r;
   r.start();
   for (int i = 0; i < 4; ++i) {
@@ -216,7 +216,7 @@ TEST(peer_link, welcome_resets_the_backoff) {
 }
 
 // L3: another address of a peer already linked.
-TEST(peer_link, duplicate_welcome_hands_the_queue_over) {
+TEST(PeerLink, duplicate_welcome_hands_the_queue_over) {
   rig r, other;
   other.up("b");
   EXPECT_EQ(kinds(other.timer()), std::vector<ak>{ak::arm_timer});
@@ -244,7 +244,7 @@ TEST(peer_link, duplicate_welcome_hands_the_queue_over) {
 }
 
 // L4: a batch holds at most `batch` messages; each ack sends the next one at once.
-TEST(peer_link, batches_are_limited_and_acknowledged_in_order) {
+TEST(PeerLink, batches_are_limited_and_acknowledged_in_order) {
   rig r(settings(3));
   r.start();
   for (int i = 0; i < 7; ++i) r.offer(i);
@@ -280,7 +280,7 @@ TEST(peer_link, batches_are_limited_and_acknowledged_in_order) {
 }
 
 // L4: an ack for another seq is a failure (the link is out of step).
-TEST(peer_link, ack_of_another_seq_reconnects) {
+TEST(PeerLink, ack_of_another_seq_reconnects) {
   rig r;
   r.start();
   r.offer(1);
@@ -294,7 +294,7 @@ TEST(peer_link, ack_of_another_seq_reconnects) {
 
 // L4: "unknown link" (the peer restarted): a new handshake at once, the batch sent again
 // with a new link and seq 1.
-TEST(peer_link, unknown_link_resets_the_link) {
+TEST(PeerLink, unknown_link_resets_the_link) {
   rig r(settings(2));
   r.start();
   r.offer(1);
@@ -326,7 +326,7 @@ TEST(peer_link, unknown_link_resets_the_link) {
 
 // L2: a message offered during the back-off wakes the wait (an immediate attempt), as the
 // coroutine always did.
-TEST(peer_link, offer_during_backoff_wakes) {
+TEST(PeerLink, offer_during_backoff_wakes) {
   rig r;
   r.start();
   r.fail();
@@ -341,7 +341,7 @@ TEST(peer_link, offer_during_backoff_wakes) {
 }
 
 // L5
-TEST(peer_link, full_queue_drops_and_warns_once_until_drained) {
+TEST(PeerLink, full_queue_drops_and_warns_once_until_drained) {
   rig r(settings(256, 2));
   r.start();
   EXPECT_TRUE(r.offer(1));
@@ -370,7 +370,7 @@ TEST(peer_link, full_queue_drops_and_warns_once_until_drained) {
 }
 
 // L6
-TEST(peer_link, removed_drops_the_queue_and_waits_until_revived) {
+TEST(PeerLink, removed_drops_the_queue_and_waits_until_revived) {
   rig r;
   r.up("b");
   r.offer(1);
@@ -397,7 +397,7 @@ TEST(peer_link, removed_drops_the_queue_and_waits_until_revived) {
   EXPECT_EQ(kinds(r.timer()), (std::vector<ak>{ak::connect, ak::send_hello}));
 }
 
-TEST(peer_link, revived_link_handshakes_again) {
+TEST(PeerLink, revived_link_handshakes_again) {
   rig r;
   r.up("b");
   r.external(ek::removed);
@@ -413,7 +413,7 @@ TEST(peer_link, revived_link_handshakes_again) {
   EXPECT_EQ(a.back().seq, 1u);
 }
 
-TEST(peer_link, removed_during_a_handshake) {
+TEST(PeerLink, removed_during_a_handshake) {
   rig r;
   r.start();
   r.external(ek::removed);
@@ -444,7 +444,7 @@ TEST(peer_link, removed_during_a_handshake) {
 }
 
 // L7
-TEST(peer_link, stop_closes_and_finishes) {
+TEST(PeerLink, stop_closes_and_finishes) {
   rig r;
   r.up("b");
   auto a = r.external(ek::stop);
@@ -458,7 +458,7 @@ TEST(peer_link, stop_closes_and_finishes) {
   EXPECT_TRUE(r.external(ek::removed).empty());
 }
 
-TEST(peer_link, stop_during_requests_and_before_start) {
+TEST(PeerLink, stop_during_requests_and_before_start) {
   for (int where = 0; where < 4; ++where) {
     rig r;
     if (where == 0) {  // before the driver started
@@ -480,7 +480,7 @@ TEST(peer_link, stop_during_requests_and_before_start) {
   }
 }
 
-TEST(peer_link, status_names) {
+TEST(PeerLink, status_names) {
   EXPECT_EQ(to_string(link_status::connecting), "connecting");
   EXPECT_EQ(to_string(link_status::up), "up");
   EXPECT_EQ(to_string(link_status::backoff), "backoff");

@@ -72,7 +72,7 @@ std::vector<golden> goldens() {
 }
 }  // namespace
 
-TEST(peer_messages, encode_pins_the_wire_bytes) {
+TEST(PeerMessages, encode_pins_the_wire_bytes) {
   for (const auto& g : goldens()) {
     auto e = encode(g.msg);
     EXPECT_EQ(e.type, g.type) << g.name;
@@ -80,7 +80,7 @@ TEST(peer_messages, encode_pins_the_wire_bytes) {
   }
 }
 
-TEST(peer_messages, decode_round_trips) {
+TEST(PeerMessages, decode_round_trips) {
   for (const auto& g : goldens()) {
     auto e = encode(g.msg);
     std::string why;
@@ -99,7 +99,7 @@ TEST(peer_messages, decode_round_trips) {
 
 // The maps earlier versions built by hand (master/*.cpp, cluster/peer_bus.cpp before the
 // typed messages), byte for byte.
-TEST(peer_messages, same_bytes_as_the_hand_built_maps) {
+TEST(PeerMessages, same_bytes_as_the_hand_built_maps) {
   const std::string frame("\x82\xa4head\xc0", 7);
   const std::vector<std::string> minions{"m1", "m2"};
   {  // publisher.cpp
@@ -161,7 +161,7 @@ TEST(peer_messages, same_bytes_as_the_hand_built_maps) {
 }
 
 // Text fields accept str or bin (wire/value.hpp); optional fields may be absent.
-TEST(peer_messages, decode_accepts_what_earlier_versions_accepted) {
+TEST(PeerMessages, decode_accepts_what_earlier_versions_accepted) {
   std::string why;
   auto p = decode("publish", value{{"jid", wire::make_bin("j")}, {"frame", "f"}}, why);  // no targets: all
   ASSERT_TRUE(p) << why;
@@ -190,7 +190,7 @@ TEST(peer_messages, decode_accepts_what_earlier_versions_accepted) {
   EXPECT_EQ(std::get<msg::join>(*j).addr, "");
 }
 
-TEST(peer_messages, decode_refuses_with_a_reason) {
+TEST(PeerMessages, decode_refuses_with_a_reason) {
   struct bad {
     const char* type;
     value body;
@@ -241,7 +241,7 @@ TEST(peer_messages, decode_refuses_with_a_reason) {
   }
 }
 
-TEST(peer_messages, lanes_are_declared_once) {
+TEST(PeerMessages, lanes_are_declared_once) {
   EXPECT_EQ(lane_of(peer_kind::publish), peer_lane::relay);
   EXPECT_EQ(lane_of(peer_kind::ret), peer_lane::relay);
   for (auto k : {peer_kind::aes, peer_kind::aes_rotate, peer_kind::key, peer_kind::cluster_key, peer_kind::key_sync,

@@ -11,7 +11,7 @@ using cluster::key_lookup;
 using wire::value;
 
 namespace {
-struct peers_fixture : ::testing::Test {
+struct PeersFixture : ::testing::Test {
   static crypto::rsa_key& a() {
     static auto k = crypto::rsa_key::generate(1024).value();
     return k;
@@ -34,7 +34,7 @@ struct peers_fixture : ::testing::Test {
 };
 }  // namespace
 
-TEST_F(peers_fixture, HelloAndWelcomeRoundTrip) {
+TEST_F(PeersFixture, HelloAndWelcomeRoundTrip) {
   value h = cluster::make_hello("c1", "a", "10.0.0.1:4520", a(), nonce, now);
   std::string why;
   auto info = cluster::verify_hello(h, "c1", "b", keys, now + 5, why);
@@ -51,7 +51,7 @@ TEST_F(peers_fixture, HelloAndWelcomeRoundTrip) {
   EXPECT_EQ(wi->key, lkey);
 }
 
-TEST_F(peers_fixture, HelloRefusals) {
+TEST_F(PeersFixture, HelloRefusals) {
   std::string why;
   value h = cluster::make_hello("c1", "a", "10.0.0.1:4520", a(), nonce, now);
   EXPECT_FALSE(cluster::verify_hello(h, "other-cluster", "b", keys, now, why));
@@ -76,7 +76,7 @@ TEST_F(peers_fixture, HelloRefusals) {
   EXPECT_FALSE(cluster::verify_hello(value("junk"), "c1", "b", keys, now, why));
 }
 
-TEST_F(peers_fixture, NonceCacheRefusesReplaysInTheWindow) {
+TEST_F(PeersFixture, NonceCacheRefusesReplaysInTheWindow) {
   cluster::nonce_cache c;
   EXPECT_TRUE(c.insert("x", now));
   EXPECT_FALSE(c.insert("x", now + 10));
@@ -84,7 +84,7 @@ TEST_F(peers_fixture, NonceCacheRefusesReplaysInTheWindow) {
   EXPECT_TRUE(c.insert("x", now + 10 * cluster::k_hello_window_s));  // long expired
 }
 
-TEST_F(peers_fixture, WelcomeRefusals) {
+TEST_F(PeersFixture, WelcomeRefusals) {
   std::string why;
   value h = cluster::make_hello("c1", "a", "10.0.0.1:4520", a(), nonce, now);
   auto info = cluster::verify_hello(h, "c1", "b", keys, now, why).value();
@@ -101,7 +101,7 @@ TEST_F(peers_fixture, WelcomeRefusals) {
   EXPECT_EQ(why, "refused: no peers/a.pub");
 }
 
-TEST_F(peers_fixture, SealedBatchesAreSequenced) {
+TEST_F(PeersFixture, SealedBatchesAreSequenced) {
   auto k = crypto::crypticle::from_key_string(crypto::crypticle::generate_key_string()).value();
   auto other = crypto::crypticle::from_key_string(crypto::crypticle::generate_key_string()).value();
   std::vector<cluster::peer_message> msgs{{"publish", value{{"jid", "1"}}}, {"return", value{{"jid", "2"}}}};

@@ -46,7 +46,7 @@ bool haproxy_installed() { return ::access("/usr/sbin/haproxy", X_OK) == 0 || hc
 
 }  // namespace
 
-TEST(haproxy_cfg, masters_are_self_plus_peers_sorted_without_duplicates) {
+TEST(HaproxyCfg, masters_are_self_plus_peers_sorted_without_duplicates) {
   auto c = cluster_cfg();
   c.cluster_peers = {"10.0.0.3:4520", "10.0.0.1", "m-b.example", "10.0.0.2"};  // self listed too
   auto m = hc::cluster_masters(c, {});
@@ -59,7 +59,7 @@ TEST(haproxy_cfg, masters_are_self_plus_peers_sorted_without_duplicates) {
   EXPECT_EQ((*m)[3].name, "m-b.example");
 }
 
-TEST(haproxy_cfg, wildcard_interface_needs_self_address) {
+TEST(HaproxyCfg, wildcard_interface_needs_self_address) {
   auto c = cluster_cfg();
   c.interface = "0.0.0.0";
   auto m = hc::cluster_masters(c, {});
@@ -72,7 +72,7 @@ TEST(haproxy_cfg, wildcard_interface_needs_self_address) {
   EXPECT_EQ(m->size(), 3u);
 }
 
-TEST(haproxy_cfg, bad_peer_entry_is_refused) {
+TEST(HaproxyCfg, bad_peer_entry_is_refused) {
   auto c = cluster_cfg();
   c.cluster_peers = {"10.0.0.2:notaport"};
   auto r = hc::render(c, {});
@@ -82,7 +82,7 @@ TEST(haproxy_cfg, bad_peer_entry_is_refused) {
   EXPECT_FALSE(hc::render(c, {}));
 }
 
-TEST(haproxy_cfg, publish_frontend_and_backend) {
+TEST(HaproxyCfg, publish_frontend_and_backend) {
   auto c = cluster_cfg();
   c.publish_session = 90000;
   hc::options o;
@@ -106,7 +106,7 @@ TEST(haproxy_cfg, publish_frontend_and_backend) {
   EXPECT_TRUE(has_line(be, "server 10.0.0.3 10.0.0.3:4505 check port 4507")) << be;
 }
 
-TEST(haproxy_cfg, request_frontend_and_backend) {
+TEST(HaproxyCfg, request_frontend_and_backend) {
   auto c = cluster_cfg();
   c.ret_port = 5506;
   c.publish_port = 5505;
@@ -124,7 +124,7 @@ TEST(haproxy_cfg, request_frontend_and_backend) {
   EXPECT_TRUE(has_line(section(r->text, "frontend salt_publish"), "bind 0.0.0.0:5505"));
 }
 
-TEST(haproxy_cfg, defaults_and_global) {
+TEST(HaproxyCfg, defaults_and_global) {
   auto r = hc::render(cluster_cfg(), {});
   ASSERT_TRUE(r) << r.error();
   const auto d = section(r->text, "defaults");
@@ -146,7 +146,7 @@ TEST(haproxy_cfg, defaults_and_global) {
   EXPECT_EQ(seen, 3);
 }
 
-TEST(haproxy_cfg, lb_ports_stats_socket_and_user) {
+TEST(HaproxyCfg, lb_ports_stats_socket_and_user) {
   hc::options o;
   o.lb_publish_port = 14505;
   o.lb_ret_port = 14506;
@@ -172,7 +172,7 @@ TEST(haproxy_cfg, lb_ports_stats_socket_and_user) {
   EXPECT_FALSE(hc::render(cluster_cfg(), o));
 }
 
-TEST(haproxy_cfg, without_health_port_tcp_checks_and_a_warning) {
+TEST(HaproxyCfg, without_health_port_tcp_checks_and_a_warning) {
   auto c = cluster_cfg();
   c.health_port = 0;
   auto r = hc::render(c, {});
@@ -183,7 +183,7 @@ TEST(haproxy_cfg, without_health_port_tcp_checks_and_a_warning) {
   EXPECT_NE(r->warnings[0].find("health_port"), std::string::npos);
 }
 
-TEST(haproxy_cfg, single_master_without_cluster_id) {
+TEST(HaproxyCfg, single_master_without_cluster_id) {
   master_config c;
   c.interface = "127.0.0.5";
   c.health_port = 4507;
@@ -195,7 +195,7 @@ TEST(haproxy_cfg, single_master_without_cluster_id) {
   EXPECT_NE(r->warnings[0].find("cluster_id"), std::string::npos);
 }
 
-TEST(haproxy_cfg, ipv6_addresses) {
+TEST(HaproxyCfg, ipv6_addresses) {
   EXPECT_EQ(hc::haproxy_address("fd00::2", 4506), "ipv6@fd00::2:4506");
   EXPECT_EQ(hc::haproxy_address("10.0.0.1", 4506), "10.0.0.1:4506");
   auto c = cluster_cfg();
@@ -211,7 +211,7 @@ TEST(haproxy_cfg, ipv6_addresses) {
   EXPECT_TRUE(has_line(section(r->text, "frontend salt_request"), "bind ipv6@:::4506")) << r->text;
 }
 
-TEST(haproxy_cfg, haproxy_accepts_the_output_and_rejects_garbage) {
+TEST(HaproxyCfg, haproxy_accepts_the_output_and_rejects_garbage) {
   if (!haproxy_installed()) GTEST_SKIP() << "haproxy not installed";
   const fs::path dir = fs::temp_directory_path() / ("sylvite-hapcfg-" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -240,14 +240,14 @@ TEST(haproxy_cfg, haproxy_accepts_the_output_and_rejects_garbage) {
   fs::remove_all(dir);
 }
 
-TEST(haproxy_cfg, missing_haproxy_binary_is_reported_as_not_run) {
+TEST(HaproxyCfg, missing_haproxy_binary_is_reported_as_not_run) {
   auto r = hc::check_with_haproxy("/dev/null", "/nonexistent/haproxy");
   // An explicit path that does not exist: the exec fails (127), reported as invalid.
   EXPECT_TRUE(r.ran);
   EXPECT_FALSE(r.valid);
 }
 
-TEST(haproxy_cfg, health_port_option_from_the_config_file) {
+TEST(HaproxyCfg, health_port_option_from_the_config_file) {
   const fs::path dir = fs::temp_directory_path() / ("sylvite-hapcfg-opt-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   {

@@ -162,7 +162,7 @@ struct fixture {
 
 }  // namespace
 
-TEST(health_server, health_answers_up_with_id) {
+TEST(HealthServer, health_answers_up_with_id) {
   fixture f;
   f.set({false, "keys not loaded"});  // /health does not depend on readiness
   auto r = get(f.port, "/health");
@@ -171,7 +171,7 @@ TEST(health_server, health_answers_up_with_id) {
   EXPECT_EQ(body_of(r), "{\"id\":\"m1\",\"status\":\"up\"}\n");
 }
 
-TEST(health_server, ready_follows_the_snapshot) {
+TEST(HealthServer, ready_follows_the_snapshot) {
   fixture f;
   auto r = get(f.port, "/ready");
   EXPECT_EQ(status_of(r), 200) << r;
@@ -187,7 +187,7 @@ TEST(health_server, ready_follows_the_snapshot) {
   EXPECT_EQ(status_of(get(f.port, "/ready?verbose=1")), 200);  // query strings are ignored
 }
 
-TEST(health_server, snapshot_that_throws_is_not_ready) {
+TEST(HealthServer, snapshot_that_throws_is_not_ready) {
   fixture f;
   {
     std::lock_guard lk(f.mu);
@@ -199,7 +199,7 @@ TEST(health_server, snapshot_that_throws_is_not_ready) {
   EXPECT_EQ(status_of(get(f.port, "/health")), 200);
 }
 
-TEST(health_server, haproxy_style_http10_check) {
+TEST(HealthServer, haproxy_style_http10_check) {
   // HAProxy's `option httpchk GET /ready` sends an HTTP/1.0 request without Host.
   fixture f;
   auto r = request(f.port, "GET /ready HTTP/1.0\r\n\r\n");
@@ -209,7 +209,7 @@ TEST(health_server, haproxy_style_http10_check) {
   EXPECT_EQ(r.rfind("HTTP/1.0 503", 0), 0u) << r;
 }
 
-TEST(health_server, head_unknown_path_and_method) {
+TEST(HealthServer, head_unknown_path_and_method) {
   fixture f;
   auto r = request(f.port, "HEAD /ready HTTP/1.1\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(status_of(r), 200) << r;
@@ -221,7 +221,7 @@ TEST(health_server, head_unknown_path_and_method) {
   EXPECT_NE(r.find("Allow: GET, HEAD"), std::string::npos) << r;
 }
 
-TEST(health_server, bad_requests_get_400_and_the_server_keeps_serving) {
+TEST(HealthServer, bad_requests_get_400_and_the_server_keeps_serving) {
   fixture f;
   const std::vector<std::string> bad = {
       "this is not http\r\n\r\n",
@@ -237,7 +237,7 @@ TEST(health_server, bad_requests_get_400_and_the_server_keeps_serving) {
   EXPECT_EQ(status_of(get(f.port, "/health")), 200);
 }
 
-TEST(health_server, keep_alive_serves_several_requests) {
+TEST(HealthServer, keep_alive_serves_several_requests) {
   fixture f;
   int fd = connect_to(f.port);
   ASSERT_GE(fd, 0);
@@ -250,7 +250,7 @@ TEST(health_server, keep_alive_serves_several_requests) {
   ::close(fd);
 }
 
-TEST(health_server, read_deadline_closes_a_silent_client) {
+TEST(HealthServer, read_deadline_closes_a_silent_client) {
   health_server::limits lim;
   lim.read_timeout = 300ms;
   fixture f(lim);
@@ -265,7 +265,7 @@ TEST(health_server, read_deadline_closes_a_silent_client) {
   ::close(fd);
 }
 
-TEST(health_server, connection_cap) {
+TEST(HealthServer, connection_cap) {
   health_server::limits lim;
   lim.max_connections = 2;
   fixture f(lim);
@@ -289,7 +289,7 @@ TEST(health_server, connection_cap) {
   EXPECT_EQ(status_of(get(f.port, "/health")), 200);
 }
 
-TEST(health_server, stop_closes_open_connections_and_run_returns) {
+TEST(HealthServer, stop_closes_open_connections_and_run_returns) {
   fixture f;
   int fd = connect_to(f.port);
   ASSERT_GE(fd, 0);
@@ -301,7 +301,7 @@ TEST(health_server, stop_closes_open_connections_and_run_returns) {
   EXPECT_LT(connect_to(f.port), 0) << "still listening after stop()";
 }
 
-TEST(health_server, start_fails_on_a_port_in_use) {
+TEST(HealthServer, start_fails_on_a_port_in_use) {
   fixture f;
   boost::asio::io_context io2;
   health_server second(io2, health_endpoint{"127.0.0.1", f.port}, [] { return readiness{true, ""}; }, "m2");
@@ -320,7 +320,7 @@ fs::path temp_dir(const std::string& tag) {
 }
 }  // namespace
 
-TEST(readiness_probe, not_ready_until_the_first_round) {
+TEST(ReadinessProbe, not_ready_until_the_first_round) {
   auto d = temp_dir("first");
   readiness_probe p({{"cachedir", d, true}});
   auto s = p.snapshot();
@@ -333,7 +333,7 @@ TEST(readiness_probe, not_ready_until_the_first_round) {
   fs::remove_all(d);
 }
 
-TEST(readiness_probe, directory_that_disappears_and_comes_back) {
+TEST(ReadinessProbe, directory_that_disappears_and_comes_back) {
   auto base = temp_dir("gone");
   auto pki = base / "cluster_pki";
   auto cache = base / "cache";
@@ -362,7 +362,7 @@ TEST(readiness_probe, directory_that_disappears_and_comes_back) {
   fs::remove_all(base);
 }
 
-TEST(readiness_probe, file_instead_of_directory) {
+TEST(ReadinessProbe, file_instead_of_directory) {
   auto base = temp_dir("file");
   std::ofstream(base / "f") << "x";
   readiness_probe p({{"cachedir", base / "f", false}});
@@ -373,7 +373,7 @@ TEST(readiness_probe, file_instead_of_directory) {
   fs::remove_all(base);
 }
 
-TEST(readiness_probe, background_thread_notices_a_removed_directory) {
+TEST(ReadinessProbe, background_thread_notices_a_removed_directory) {
   auto base = temp_dir("bg");
   readiness_probe::options o;
   o.interval = 50ms;
@@ -396,7 +396,7 @@ TEST(readiness_probe, background_thread_notices_a_removed_directory) {
   fs::remove_all(base);
 }
 
-TEST(readiness_probe, blockers_and_shutdown) {
+TEST(ReadinessProbe, blockers_and_shutdown) {
   auto d = temp_dir("block");
   readiness_probe p({{"cachedir", d, false}});
   p.probe_once();
@@ -412,7 +412,7 @@ TEST(readiness_probe, blockers_and_shutdown) {
   fs::remove_all(d);
 }
 
-TEST(readiness_probe, hung_probe_is_not_ready_after_the_deadline_and_stop_does_not_wait) {
+TEST(ReadinessProbe, hung_probe_is_not_ready_after_the_deadline_and_stop_does_not_wait) {
   // A check that blocks like stat() on a Gluster mount whose server vanished.
   auto release = std::make_shared<std::promise<void>>();
   auto released = release->get_future().share();
@@ -446,7 +446,7 @@ TEST(readiness_probe, hung_probe_is_not_ready_after_the_deadline_and_stop_does_n
   std::this_thread::sleep_for(100ms);
 }
 
-TEST(readiness_probe, serves_a_health_server) {
+TEST(ReadinessProbe, serves_a_health_server) {
   auto d = temp_dir("wire");
   readiness_probe p({{"cachedir", d, false}});
   p.probe_once();

@@ -3,7 +3,7 @@
 hand-made target table, each breaking one rule (an upward include, an include through a
 PRIVATE link, an upward or sideways link, a real name instead of the alias, OpenSSL above
 core/crypto, a header with no single owner, a foreign test helper, a missing header), and
-the clean tree passing. Run by ctest as layers.selftest (label unit)."""
+the clean tree passing. Run by ctest as Layers.SelfTest (label unit)."""
 
 import json
 import os

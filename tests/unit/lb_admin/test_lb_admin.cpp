@@ -46,7 +46,7 @@ bool haproxy_installed() {
 
 }  // namespace
 
-TEST(lb_admin, token_rules) {
+TEST(LbAdmin, token_rules) {
   EXPECT_EQ(lb::server_name("fd00::2"), "fd00__2");
   EXPECT_EQ(lb::server_name("m-1.example_x"), "m-1.example_x");
   EXPECT_EQ(lb::server_name("a b/c"), "a_b_c");
@@ -58,7 +58,7 @@ TEST(lb_admin, token_rules) {
   EXPECT_FALSE(lb::wildcard_host("10.0.0.1"));
 }
 
-TEST(lb_admin, runtime_commands_for_one_master) {
+TEST(LbAdmin, runtime_commands_for_one_master) {
   auto c = cluster_cfg();
   auto add = lb::runtime_add_commands(c, {"m4", "10.0.0.4"});
   ASSERT_TRUE(add) << add.error();
@@ -84,7 +84,7 @@ TEST(lb_admin, runtime_commands_for_one_master) {
 
 // The runtime API of a real HAProxy: add a master live, see it in `show servers state`,
 // remove it again; an unknown backend is an error naming the command.
-TEST(lb_admin, runtime_add_and_remove_on_a_running_haproxy) {
+TEST(LbAdmin, runtime_add_and_remove_on_a_running_haproxy) {
   if (!haproxy_installed()) GTEST_SKIP() << "haproxy not installed";
   const fs::path dir = fs::temp_directory_path() / ("sylvite-lb-admin-rt-" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -21,7 +21,7 @@ using wire::value;
 
 const std::string kSession = crypto::crypticle::generate_key_string();
 
-struct auth_fixture : ::testing::Test {
+struct AuthFixture : ::testing::Test {
   temp_dir tmp;
   config::master_config cfg = make_config(tmp.path);
   pki::key_store keys{cfg.pki_dir};
@@ -61,7 +61,7 @@ struct auth_fixture : ::testing::Test {
   }
 };
 
-TEST_F(auth_fixture, invalid_id_is_refused_signed) {
+TEST_F(AuthFixture, invalid_id_is_refused_signed) {
   fake_minion bad{"../etc", cached_key(1)};
   auto o = run(bad);
   EXPECT_EQ(o.result, "invalid");
@@ -71,7 +71,7 @@ TEST_F(auth_fixture, invalid_id_is_refused_signed) {
 
 // Issue 14 item 3: a pub that is not an RSA public key is refused before anything is
 // written or signed.
-TEST_F(auth_fixture, non_key_pub_writes_nothing_and_is_not_signed) {
+TEST_F(AuthFixture, non_key_pub_writes_nothing_and_is_not_signed) {
   for (std::string junk : {std::string(2 << 20, 'A'), std::string("ssh-rsa AAAA"), std::string()}) {
     value load = m1.auth_load("0123456789abcdef0123456789abcdef");
     load["pub"] = junk;
@@ -87,7 +87,7 @@ TEST_F(auth_fixture, non_key_pub_writes_nothing_and_is_not_signed) {
 
 // Issue 14 item 5: a sign-in that will not be accepted asks for admission before the reply
 // is signed; refused -> {} with no key write and no event. Accepted keys never ask.
-TEST_F(auth_fixture, unaccepted_sign_ins_over_the_limit_cost_no_signature) {
+TEST_F(AuthFixture, unaccepted_sign_ins_over_the_limit_cost_no_signature) {
   int asked = 0;
   auto c = ctx();
   c.admit_unaccepted = [&] { return ++asked <= 1; };
@@ -107,7 +107,7 @@ TEST_F(auth_fixture, unaccepted_sign_ins_over_the_limit_cost_no_signature) {
   EXPECT_EQ(asked, 2);  // an accepted minion's sign-in is never charged
 }
 
-TEST_F(auth_fixture, pending_cap_stores_nothing_but_answers_pending) {
+TEST_F(AuthFixture, pending_cap_stores_nothing_but_answers_pending) {
   auto c = ctx();
   c.pending_full = []() -> std::optional<std::size_t> { return 7; };
   auto o = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef"), c);
@@ -116,7 +116,7 @@ TEST_F(auth_fixture, pending_cap_stores_nothing_but_answers_pending) {
   EXPECT_EQ(ret_of(o), value(true));  // a real minion keeps retrying
 }
 
-TEST(source_limiter, per_source_bucket) {
+TEST(SourceLimiter, per_source_bucket) {
   master::source_limiter l(1.0, 3.0, 4);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(master::source_limiter::source_of("10.0.0.1:4506"), "10.0.0.1");
@@ -130,7 +130,7 @@ TEST(source_limiter, per_source_bucket) {
   SUCCEED();
 }
 
-TEST_F(auth_fixture, new_key_goes_to_pending_and_answers_true) {
+TEST_F(AuthFixture, new_key_goes_to_pending_and_answers_true) {
   auto o = run(m1);
   EXPECT_EQ(o.result, "pend");
   EXPECT_EQ(ret_of(o), value(true));
@@ -140,7 +140,7 @@ TEST_F(auth_fixture, new_key_goes_to_pending_and_answers_true) {
   EXPECT_EQ(o.events[0].data["act"], "pend");
 }
 
-TEST_F(auth_fixture, pending_same_key_stays_pending) {
+TEST_F(AuthFixture, pending_same_key_stays_pending) {
   run(m1);
   auto o = run(m1);
   EXPECT_EQ(o.result, "pend");
@@ -148,7 +148,7 @@ TEST_F(auth_fixture, pending_same_key_stays_pending) {
   EXPECT_FALSE(keys.exists(key_state::denied, "m1"));
 }
 
-TEST_F(auth_fixture, pending_different_key_is_denied) {
+TEST_F(AuthFixture, pending_different_key_is_denied) {
   run(m1);
   auto o = run(other);
   EXPECT_EQ(o.result, "denied");
@@ -157,7 +157,7 @@ TEST_F(auth_fixture, pending_different_key_is_denied) {
   EXPECT_EQ(crypto::clean_key(*keys.read(key_state::pending, "m1")), m1.pub_clean());
 }
 
-TEST_F(auth_fixture, accepted_same_key_gets_full_reply) {
+TEST_F(AuthFixture, accepted_same_key_gets_full_reply) {
   ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
   auto o = run(m1);
   EXPECT_EQ(o.result, "accept");
@@ -175,7 +175,7 @@ TEST_F(auth_fixture, accepted_same_key_gets_full_reply) {
   EXPECT_EQ(order, (std::vector<std::string>{"enc", "pub_key", "publish_port", "aes", "session", "sig", "nonce"}));
 }
 
-TEST_F(auth_fixture, token_is_reencrypted_to_the_minion) {
+TEST_F(AuthFixture, token_is_reencrypted_to_the_minion) {
   ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
   auto o = run(m1, 3, true);
   auto r = m1.check_auth_reply(o.reply, "0123456789abcdef0123456789abcdef", mk.pub(), true);
@@ -183,7 +183,7 @@ TEST_F(auth_fixture, token_is_reencrypted_to_the_minion) {
   EXPECT_TRUE(r->contains("token"));
 }
 
-TEST_F(auth_fixture, accepted_different_key_is_denied) {
+TEST_F(AuthFixture, accepted_different_key_is_denied) {
   ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
   auto o = run(other);
   EXPECT_EQ(o.result, "denied");
@@ -192,14 +192,14 @@ TEST_F(auth_fixture, accepted_different_key_is_denied) {
   EXPECT_TRUE(keys.exists(key_state::accepted, "m1"));
 }
 
-TEST_F(auth_fixture, rejected_key_is_refused) {
+TEST_F(AuthFixture, rejected_key_is_refused) {
   ASSERT_TRUE(keys.write(key_state::rejected, "m1", m1.pub_clean()));
   auto o = run(m1);
   EXPECT_EQ(o.result, "reject");
   EXPECT_EQ(ret_of(o), value(false));
 }
 
-TEST_F(auth_fixture, auto_accept_accepts_new_key) {
+TEST_F(AuthFixture, auto_accept_accepts_new_key) {
   cfg.auto_accept = true;
   auto o = run(m1);
   EXPECT_EQ(o.result, "accept");
@@ -207,7 +207,7 @@ TEST_F(auth_fixture, auto_accept_accepts_new_key) {
   EXPECT_FALSE(keys.exists(key_state::pending, "m1"));
 }
 
-TEST_F(auth_fixture, auto_accept_accepts_pending_same_key_and_removes_pending) {
+TEST_F(AuthFixture, auto_accept_accepts_pending_same_key_and_removes_pending) {
   run(m1);
   cfg.auto_accept = true;
   auto o = run(m1);
@@ -216,7 +216,7 @@ TEST_F(auth_fixture, auto_accept_accepts_pending_same_key_and_removes_pending) {
   EXPECT_FALSE(keys.exists(key_state::pending, "m1"));
 }
 
-TEST_F(auth_fixture, auto_accept_pending_different_key_is_denied) {
+TEST_F(AuthFixture, auto_accept_pending_different_key_is_denied) {
   run(m1);
   cfg.auto_accept = true;
   auto o = run(other);
@@ -224,7 +224,7 @@ TEST_F(auth_fixture, auto_accept_pending_different_key_is_denied) {
   EXPECT_FALSE(keys.exists(key_state::accepted, "m1"));
 }
 
-TEST_F(auth_fixture, autosign_file_glob_and_regex) {
+TEST_F(AuthFixture, autosign_file_glob_and_regex) {
   auto f = tmp.path / "autosign.conf";
   ASSERT_TRUE(util::write_file_atomic(f, "# comment\nweb*\nm[0-9]+\n", 0600));
   cfg.autosign_file = f.string();
@@ -235,7 +235,7 @@ TEST_F(auth_fixture, autosign_file_glob_and_regex) {
   EXPECT_FALSE(master::signing_line_matches("m12x", "m[0-9]+"));
 }
 
-TEST_F(auth_fixture, autosign_file_world_writable_is_ignored) {
+TEST_F(AuthFixture, autosign_file_world_writable_is_ignored) {
   auto f = tmp.path / "autosign.conf";
   ASSERT_TRUE(util::write_file_atomic(f, "m1\n", 0666));
   fs::permissions(f, fs::perms(0666));
@@ -244,7 +244,7 @@ TEST_F(auth_fixture, autosign_file_world_writable_is_ignored) {
   EXPECT_EQ(o.result, "pend");
 }
 
-TEST_F(auth_fixture, autoreject_file_rejects_new_key) {
+TEST_F(AuthFixture, autoreject_file_rejects_new_key) {
   auto f = tmp.path / "autoreject.conf";
   ASSERT_TRUE(util::write_file_atomic(f, "m*\n", 0600));
   cfg.autoreject_file = f.string();
@@ -255,7 +255,7 @@ TEST_F(auth_fixture, autoreject_file_rejects_new_key) {
   EXPECT_TRUE(keys.exists(key_state::rejected, "m1"));
 }
 
-TEST_F(auth_fixture, autoreject_moves_pending_to_rejected) {
+TEST_F(AuthFixture, autoreject_moves_pending_to_rejected) {
   run(m1);
   auto f = tmp.path / "autoreject.conf";
   ASSERT_TRUE(util::write_file_atomic(f, "m1\n", 0600));
@@ -266,7 +266,7 @@ TEST_F(auth_fixture, autoreject_moves_pending_to_rejected) {
   EXPECT_FALSE(keys.exists(key_state::pending, "m1"));
 }
 
-TEST_F(auth_fixture, minions_autosign_stub_is_consumed) {
+TEST_F(AuthFixture, minions_autosign_stub_is_consumed) {
   auto stub = cfg.pki_dir / "minions_autosign" / "m1";
   ASSERT_TRUE(util::write_file_atomic(stub, "", 0600));
   auto o = run(m1);
@@ -274,7 +274,7 @@ TEST_F(auth_fixture, minions_autosign_stub_is_consumed) {
   EXPECT_FALSE(fs::exists(stub));
 }
 
-TEST_F(auth_fixture, open_mode_overwrites_accepted_key) {
+TEST_F(AuthFixture, open_mode_overwrites_accepted_key) {
   ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
   cfg.open_mode = true;
   auto o = run(other);
@@ -282,7 +282,7 @@ TEST_F(auth_fixture, open_mode_overwrites_accepted_key) {
   EXPECT_EQ(crypto::clean_key(*keys.read(key_state::accepted, "m1")), other.pub_clean());
 }
 
-TEST_F(auth_fixture, max_minions_full) {
+TEST_F(AuthFixture, max_minions_full) {
   cfg.max_minions = 1;
   connected = {"a", "b"};  // Salt: full when more than max_minions are connected
   auto o = run(m1);
@@ -292,20 +292,20 @@ TEST_F(auth_fixture, max_minions_full) {
   EXPECT_EQ(run(m1).result, "pend");
 }
 
-TEST_F(auth_fixture, bad_sig_algo_is_unsigned) {
+TEST_F(AuthFixture, bad_sig_algo_is_unsigned) {
   auto o = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef", nullptr, "OAEP-SHA1", "RSA-MD5"), ctx());
   EXPECT_EQ(o.result, "bad_sig_algo");
   EXPECT_EQ(o.reply, (value{{"enc", "clear"}, {"load", value{{"ret", "bad sig algo"}}}}));
 }
 
-TEST_F(auth_fixture, bad_enc_algo_is_unsigned) {
+TEST_F(AuthFixture, bad_enc_algo_is_unsigned) {
   ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
   auto o = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef", &mk.pub(), "OAEP-MD5"), ctx());
   EXPECT_EQ(o.result, "bad_enc_algo");
   EXPECT_EQ(o.reply, (value{{"enc", "clear"}, {"load", value{{"ret", "bad enc algo"}}}}));
 }
 
-TEST_F(auth_fixture, sha224_algorithms_are_honoured) {
+TEST_F(AuthFixture, sha224_algorithms_are_honoured) {
   ASSERT_TRUE(keys.write(key_state::accepted, "m1", m1.pub_clean()));
   auto o = authenticate(m1.auth_load("0123456789abcdef0123456789abcdef", nullptr, "OAEP-SHA224", "PKCS1v15-SHA224"),
                         ctx());
@@ -319,19 +319,19 @@ TEST_F(auth_fixture, sha224_algorithms_are_honoured) {
   EXPECT_EQ(*a, aes.current()->crypt.key_string());
 }
 
-TEST_F(auth_fixture, version_one_is_unsigned) {
+TEST_F(AuthFixture, version_one_is_unsigned) {
   auto o = run(m1, 1);
   EXPECT_EQ(o.reply, (value{{"enc", "clear"}, {"load", value{{"ret", true}}}}));
 }
 
-TEST_F(auth_fixture, missing_nonce_on_v3_is_an_error) {
+TEST_F(AuthFixture, missing_nonce_on_v3_is_an_error) {
   auto l = m1.auth_load("x");
   l.erase("nonce");
   auto o = authenticate(l, ctx());
   EXPECT_EQ(o.reply, value("Some exception handling minion payload"));
 }
 
-TEST_F(auth_fixture, aes_signature_is_computed_once_per_key) {
+TEST_F(AuthFixture, aes_signature_is_computed_once_per_key) {
   auto a = aes.current();
   auto r = crypto::x931_recover(mk.pub(), a->sig);
   ASSERT_TRUE(r);

@@ -100,7 +100,7 @@ value payload_of(const value& reply) {
   return v ? *v : value();
 }
 
-TEST(master_sign, reply_carries_pub_sig_that_the_minion_verifies) {
+TEST(MasterSign, reply_carries_pub_sig_that_the_minion_verifies) {
   master_box a(nullptr, &sign_key());
   minion_box mn(true, &sign_key());
   auto req = mn.client->make_request();
@@ -130,7 +130,7 @@ TEST(master_sign, reply_carries_pub_sig_that_the_minion_verifies) {
   EXPECT_TRUE(fs::exists(mn.tmp.path / "minion_master.pub"));
 }
 
-TEST(master_sign, failover_to_a_master_with_another_key_is_accepted_when_signed) {
+TEST(MasterSign, failover_to_a_master_with_another_key_is_accepted_when_signed) {
   master_box a(nullptr, &sign_key());
   master_box b(&master_b(), &sign_key());
   minion_box mn(true, &sign_key());
@@ -143,14 +143,14 @@ TEST(master_sign, failover_to_a_master_with_another_key_is_accepted_when_signed)
   EXPECT_EQ(crypto::clean_key(*cached), crypto::clean_key(master_b().public_pem()));
 }
 
-TEST(master_sign, wrong_signing_key_is_refused_by_the_minion) {
+TEST(MasterSign, wrong_signing_key_is_refused_by_the_minion) {
   master_box b(&master_b(), &wrong_sign_key());
   minion_box mn(true, &sign_key());
   auto r = mn.sign_in(*b.core);
   EXPECT_NE(r.status, minion::auth_status::accepted);
 }
 
-TEST(master_sign, without_master_sign_a_changed_key_is_refused) {
+TEST(MasterSign, without_master_sign_a_changed_key_is_refused) {
   // The control: the same failover with signing off on the masters fails.
   master_box a(nullptr, nullptr, false);
   master_box b(&master_b(), nullptr, false);
@@ -159,13 +159,13 @@ TEST(master_sign, without_master_sign_a_changed_key_is_refused) {
   EXPECT_NE(mn.sign_in(*b.core).status, minion::auth_status::accepted);
 }
 
-TEST(master_sign, signing_master_and_non_verifying_minion_disagree_as_salt) {
+TEST(MasterSign, signing_master_and_non_verifying_minion_disagree_as_salt) {
   master_box a(nullptr, &sign_key());
   minion_box mn(false, nullptr);
   EXPECT_NE(mn.sign_in(*a.core).status, minion::auth_status::accepted);  // check_auth_deps
 }
 
-TEST(master_sign, missing_sign_key_is_generated_like_salt) {
+TEST(MasterSign, missing_sign_key_is_generated_like_salt) {
   master_box a(nullptr, nullptr);
   EXPECT_TRUE(fs::exists(a.core->cfg().pki_dir / "master_sign.pem"));
   EXPECT_TRUE(fs::exists(a.core->cfg().pki_dir / "master_sign.pub"));
@@ -177,7 +177,7 @@ TEST(master_sign, missing_sign_key_is_generated_like_salt) {
   EXPECT_EQ(mn.sign_in(*a.core).status, minion::auth_status::accepted);
 }
 
-TEST(master_sign, precomputed_signature_file_is_sent_as_text) {
+TEST(MasterSign, precomputed_signature_file_is_sent_as_text) {
   temp_dir tmp;
   auto cfg = make_config(tmp.path);
   cfg.master_sign_pubkey = true;
@@ -207,7 +207,7 @@ TEST(master_sign, precomputed_signature_file_is_sent_as_text) {
   EXPECT_EQ(master::pubkey_signature_name(cfg), "other_sig");
 }
 
-TEST(master_sign, signature_uses_the_minions_sig_algo) {
+TEST(MasterSign, signature_uses_the_minions_sig_algo) {
   auto signer = master::master_signer::from_key(sign_key());
   const std::string pub = crypto::clean_key(cached_key(0).public_pem());
   auto s1 = signer->pub_sig(pub, crypto::sig_algo::pkcs1v15_sha1);
@@ -223,7 +223,7 @@ TEST(master_sign, signature_uses_the_minions_sig_algo) {
 }
 
 // Salt's own crypto verifies our pub_sig and computes the same bytes.
-TEST(master_sign, python_salt_agrees) {
+TEST(MasterSign, python_salt_agrees) {
   const char* py = std::getenv("SYLVITE_PYTHON");
   if (!py || !*py || !fs::exists(py)) GTEST_SKIP() << "SYLVITE_PYTHON unset or missing: no Salt python";
   temp_dir tmp;
@@ -250,7 +250,7 @@ TEST(master_sign, python_salt_agrees) {
 }
 
 // ---------------------------------------------------------------- ClearFuncs.ping
-TEST(clear_ping, load_is_echoed) {
+TEST(ClearPing, load_is_echoed) {
   temp_dir tmp;
   auto c = master::master_core::create(make_config(tmp.path));
   ASSERT_TRUE(c);
@@ -268,7 +268,7 @@ TEST(clear_ping, load_is_echoed) {
   EXPECT_EQ(core.handle_request(value{{"enc", "clear"}, {"load", load}}, "t"), value("bad load"));
 }
 
-TEST(clear_ping, frame_roundtrip_is_byte_identical) {
+TEST(ClearPing, frame_roundtrip_is_byte_identical) {
   // The reply body packs to the very bytes of the request's load (msgpack golden).
   temp_dir tmp;
   auto c = master::master_core::create(make_config(tmp.path));

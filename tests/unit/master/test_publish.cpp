@@ -14,7 +14,7 @@ namespace {
 
 using wire::value;
 
-struct publish_fixture : ::testing::Test {
+struct PublishFixture : ::testing::Test {
   temp_dir tmp;
   std::unique_ptr<master::master_core> core;
   fake_sink sink;
@@ -59,7 +59,7 @@ struct publish_fixture : ::testing::Test {
   }
 };
 
-TEST_F(publish_fixture, glob_targets_accepted_keys_only_and_uses_topics) {
+TEST_F(PublishFixture, glob_targets_accepted_keys_only_and_uses_topics) {
   master::publish_request req;
   req.tgt = "web*";
   req.fun = "test.ping";
@@ -90,7 +90,7 @@ TEST_F(publish_fixture, glob_targets_accepted_keys_only_and_uses_topics) {
   EXPECT_EQ(core->jobs().get_minions(r.jid), r.minions);
 }
 
-TEST_F(publish_fixture, kwargs_become_a_trailing_kwarg_map_and_serial_increases) {
+TEST_F(PublishFixture, kwargs_become_a_trailing_kwarg_map_and_serial_increases) {
   master::publish_request req;
   req.tgt = "db1";
   req.fun = "cmd.run";
@@ -106,7 +106,7 @@ TEST_F(publish_fixture, kwargs_become_a_trailing_kwarg_map_and_serial_increases)
   EXPECT_LT(l1["serial"].get<std::int64_t>(), l2["serial"].get<std::int64_t>());
 }
 
-TEST_F(publish_fixture, list_and_pcre_targets) {
+TEST_F(PublishFixture, list_and_pcre_targets) {
   master::publish_request req;
   req.fun = "test.ping";
   req.tgt = value::array({"web1", "nope"});
@@ -121,7 +121,7 @@ TEST_F(publish_fixture, list_and_pcre_targets) {
   EXPECT_EQ(core->publish(req).minions, (std::vector<std::string>{"web1", "web2"}));
 }
 
-TEST_F(publish_fixture, grain_target_is_broadcast_and_greedy) {
+TEST_F(PublishFixture, grain_target_is_broadcast_and_greedy) {
   core->minion_data().store("web1", value{{"os", "Debian"}}, value::object());
   core->minion_data().store("web2", value{{"os", "RedHat"}}, value::object());
   master::publish_request req;
@@ -136,7 +136,7 @@ TEST_F(publish_fixture, grain_target_is_broadcast_and_greedy) {
   EXPECT_TRUE(sent[0].all);
 }
 
-TEST_F(publish_fixture, no_match_is_an_error_and_nothing_is_sent) {
+TEST_F(PublishFixture, no_match_is_an_error_and_nothing_is_sent) {
   master::publish_request req;
   req.fun = "test.ping";
   req.tgt = "zzz*";
@@ -145,7 +145,7 @@ TEST_F(publish_fixture, no_match_is_an_error_and_nothing_is_sent) {
   EXPECT_TRUE(sink.take().empty());
 }
 
-TEST_F(publish_fixture, serial_keeps_increasing_across_a_rotation) {
+TEST_F(PublishFixture, serial_keeps_increasing_across_a_rotation) {
   // Salt restarts its counter at 1 with a new AES key; a time serial never goes back, so
   // a minion that has not re-authenticated yet drops nothing either.
   master::publish_request req;
@@ -163,7 +163,7 @@ TEST_F(publish_fixture, serial_keeps_increasing_across_a_rotation) {
   EXPECT_GT(open(*sent[0].frame)["serial"].get<std::int64_t>(), s2);
 }
 
-TEST(pub_serial, strictly_increasing_when_the_clock_stalls_or_steps_back) {
+TEST(PubSerial, strictly_increasing_when_the_clock_stalls_or_steps_back) {
   const std::int64_t t = 1'700'000'000'000'000;
   EXPECT_EQ(util::next_time_serial(0, t), t);
   EXPECT_EQ(util::next_time_serial(t, t), t + 1);          // same microsecond
@@ -177,7 +177,7 @@ TEST(pub_serial, strictly_increasing_when_the_clock_stalls_or_steps_back) {
 // Cluster relay: a peer's frame is passed on when its serial is above this master's last
 // one, else re-wrapped (new serial, same load, valid signature): each connection sees
 // increasing serials whichever master published.
-TEST_F(publish_fixture, relayed_frame_passes_or_is_rewrapped_with_a_higher_serial) {
+TEST_F(PublishFixture, relayed_frame_passes_or_is_rewrapped_with_a_higher_serial) {
   auto peer_frame = [&](std::int64_t serial, const char* jid) {
     value load{{"fun", "test.ping"}, {"arg", value::array()}, {"tgt", "*"}, {"jid", jid},
                {"ret", ""}, {"tgt_type", "glob"}, {"user", "root"}, {"serial", serial}};
@@ -221,7 +221,7 @@ TEST_F(publish_fixture, relayed_frame_passes_or_is_rewrapped_with_a_higher_seria
   EXPECT_EQ(*junk, "not msgpack");
 }
 
-TEST_F(publish_fixture, unsigned_when_sign_pub_messages_off) {
+TEST_F(PublishFixture, unsigned_when_sign_pub_messages_off) {
   auto aes = crypto::crypticle::from_key_string(crypto::crypticle::generate_key_string());
   auto bytes = master::wrap_publish_payload(value{{"fun", "x"}}, *aes, nullptr, "PKCS1v15-SHA1");
   auto p = wire::unpack(bytes);
@@ -238,7 +238,7 @@ TEST_F(publish_fixture, unsigned_when_sign_pub_messages_off) {
 namespace sylvite::test {
 namespace {
 
-TEST_F(publish_fixture, topic_target_without_identified_connection_is_broadcast_if_unidentified_exist) {
+TEST_F(PublishFixture, topic_target_without_identified_connection_is_broadcast_if_unidentified_exist) {
   master::publish_request req;
   req.fun = "test.ping";
   req.tgt = "web*";

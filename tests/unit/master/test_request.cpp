@@ -19,7 +19,7 @@ using wire::value;
 
 const std::string kNonce = "0123456789abcdef0123456789abcdef";
 
-struct core_fixture : ::testing::Test {
+struct CoreFixture : ::testing::Test {
   temp_dir tmp;
   std::unique_ptr<master::master_core> core;
   fake_sink sink;
@@ -50,7 +50,7 @@ struct core_fixture : ::testing::Test {
   }
 };
 
-TEST_F(core_fixture, auth_then_aes_request_roundtrip) {
+TEST_F(CoreFixture, auth_then_aes_request_roundtrip) {
   login(m1);
   EXPECT_FALSE(m1.session.empty());
   EXPECT_TRUE(fs::exists(core->cfg().cachedir / "sessions" / "m1"));
@@ -59,20 +59,20 @@ TEST_F(core_fixture, auth_then_aes_request_roundtrip) {
   EXPECT_EQ(call(m1, value{{"cmd", "_no_such_command"}}), value::object());  // Salt: {}
 }
 
-TEST_F(core_fixture, session_key_is_stable_across_auths) {
+TEST_F(CoreFixture, session_key_is_stable_across_auths) {
   login(m1);
   auto s1 = m1.session;
   login(m1);
   EXPECT_EQ(s1, m1.session);
 }
 
-TEST_F(core_fixture, v2_auth_refused_by_default) {
+TEST_F(CoreFixture, v2_auth_refused_by_default) {
   accept_key(*core, m1);
   auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce), 2), "test");
   EXPECT_EQ(reply, value("bad load"));
 }
 
-TEST_F(core_fixture, body_refusals) {
+TEST_F(CoreFixture, body_refusals) {
   EXPECT_EQ(core->handle_request(value("junk"), "t"), value("bad load"));
   EXPECT_EQ(core->handle_request(value{{"enc", "aes"}}, "t"), value("bad load"));
   EXPECT_EQ(core->handle_request(value{{"enc", "clear"}, {"load", 5}, {"version", 3}}, "t"),
@@ -87,7 +87,7 @@ TEST_F(core_fixture, body_refusals) {
 
 // Issue 14 item 8: request_server_ttl defaults to 300 s and refuses a ts that is too old
 // or too far in the future (a replayed request, or a minion clock that is off).
-TEST_F(core_fixture, request_server_ttl_refuses_old_and_future_ts) {
+TEST_F(CoreFixture, request_server_ttl_refuses_old_and_future_ts) {
   EXPECT_EQ(core->cfg().request_server_ttl, 300);
   login(m1);
   auto body_with_ts = [&](std::int64_t ts) {
@@ -105,7 +105,7 @@ TEST_F(core_fixture, request_server_ttl_refuses_old_and_future_ts) {
   EXPECT_EQ(*r, value(true));
 }
 
-TEST_F(core_fixture, envelope_refusals) {
+TEST_F(CoreFixture, envelope_refusals) {
   login(m1);
   value ok_load{{"cmd", "_mine"}, {"data", value::object()}};
   // bad version
@@ -160,7 +160,7 @@ TEST_F(core_fixture, envelope_refusals) {
   EXPECT_EQ(call(m1, ok_load), value(true));
 }
 
-TEST_F(core_fixture, pillar_is_sent_private_and_cached) {
+TEST_F(CoreFixture, pillar_is_sent_private_and_cached) {
   ASSERT_TRUE(util::write_file_atomic(tmp.path / "srv/pillar/top.sls", "base:\n  '*':\n    - common\n"));
   ASSERT_TRUE(util::write_file_atomic(tmp.path / "srv/pillar/common.sls", "colour: blue\n"));
   login(m1);
@@ -191,7 +191,7 @@ TEST_F(core_fixture, pillar_is_sent_private_and_cached) {
   EXPECT_TRUE(fs::exists(core->cfg().cachedir / "minions" / "m1" / "data.p"));
 }
 
-TEST_F(core_fixture, pillar_without_grains_is_empty) {
+TEST_F(CoreFixture, pillar_without_grains_is_empty) {
   login(m1);
   auto reply = core->handle_request(m1.aes_body(value{{"cmd", "_pillar"}, {"ver", "2"}}, kNonce, m1.session), "t");
   auto key = crypto::oaep_decrypt(m1.key, *wire::as_bytes(reply["key"]));
@@ -201,7 +201,7 @@ TEST_F(core_fixture, pillar_without_grains_is_empty) {
   EXPECT_EQ((*d)["pillar"], value::object());
 }
 
-TEST_F(core_fixture, return_is_stored_first_wins_and_notifies) {
+TEST_F(CoreFixture, return_is_stored_first_wins_and_notifies) {
   login(m1);
   std::vector<std::string> tags;
   core->hub().subscribe_jid("20250101000000000001",
@@ -216,7 +216,7 @@ TEST_F(core_fixture, return_is_stored_first_wins_and_notifies) {
   EXPECT_EQ(tags, std::vector<std::string>{"salt/job/20250101000000000001/ret/m1"});
 }
 
-TEST_F(core_fixture, return_with_req_jid_gets_a_new_jid) {
+TEST_F(CoreFixture, return_with_req_jid_gets_a_new_jid) {
   login(m1);
   std::string seen;
   core->hub().subscribe_all([&](const std::string& tag, const value&) {
@@ -233,7 +233,7 @@ TEST_F(core_fixture, return_with_req_jid_gets_a_new_jid) {
   EXPECT_EQ((*load)["tgt_type"], "glob");
 }
 
-TEST_F(core_fixture, minion_event_is_fired) {
+TEST_F(CoreFixture, minion_event_is_fired) {
   login(m1);
   std::vector<std::string> tags;
   core->hub().subscribe_all([&](const std::string& tag, const value&) { tags.push_back(tag); });
@@ -243,7 +243,7 @@ TEST_F(core_fixture, minion_event_is_fired) {
   EXPECT_EQ(tags, std::vector<std::string>{"salt/minion/m1/start"});
 }
 
-TEST_F(core_fixture, minion_event_master_tags_are_filtered) {
+TEST_F(CoreFixture, minion_event_master_tags_are_filtered) {
   login(m1);
   std::vector<std::string> tags;
   core->hub().subscribe_all([&](const std::string& tag, const value&) { tags.push_back(tag); });
@@ -266,7 +266,7 @@ TEST(MinionTag, SaltBlacklist) {
   EXPECT_TRUE(master::valid_minion_tag("salt/keyx"));
 }
 
-TEST_F(core_fixture, master_opts_has_mandatory_keys) {
+TEST_F(CoreFixture, master_opts_has_mandatory_keys) {
   login(m1);
   auto r = call(m1, value{{"cmd", "_master_opts"}});
   EXPECT_TRUE(r.contains("file_roots"));
@@ -274,7 +274,7 @@ TEST_F(core_fixture, master_opts_has_mandatory_keys) {
   EXPECT_TRUE(r.contains("state_top"));
 }
 
-TEST_F(core_fixture, hello_identifies_with_current_or_recent_key) {
+TEST_F(CoreFixture, hello_identifies_with_current_or_recent_key) {
   login(m1);
   auto id = core->handle_hello(m1.hello_body(m1.aes), "t");
   ASSERT_TRUE(id);
@@ -290,7 +290,7 @@ TEST_F(core_fixture, hello_identifies_with_current_or_recent_key) {
 
 // The io-thread form never reads a key file: an accepted key not in memory is checked by
 // the offloaded task, which reports the id; a key in memory decides at once.
-TEST_F(core_fixture, hello_reads_an_uncached_key_off_the_io_thread) {
+TEST_F(CoreFixture, hello_reads_an_uncached_key_off_the_io_thread) {
   accept_key(*core, m1);  // on disk, never read: not in memory
   const auto aes = core->aes().current()->crypt.key_string();
   std::vector<std::function<void()>> offloaded;
@@ -347,7 +347,7 @@ struct recording_peers final : master::peer_sink {
   void drop_peer(const std::string&) override {}
 };
 
-struct local_copy_fixture : core_fixture {
+struct LocalCopyFixture : CoreFixture {
   recording_peers peers;
   void customize(config::master_config& c) override {
     c.cluster_id = "lc";
@@ -356,7 +356,7 @@ struct local_copy_fixture : core_fixture {
     ASSERT_TRUE(util::write_file_atomic(*c.cluster_pki_dir / ".sylvite-local-copy", "test\n", 0600));
   }
   void SetUp() override {
-    core_fixture::SetUp();
+    CoreFixture::SetUp();
     ASSERT_TRUE(core->local_copy());
     core->set_peer_sink(&peers);
   }
@@ -383,7 +383,7 @@ struct local_copy_fixture : core_fixture {
   }
 };
 
-TEST_F(local_copy_fixture, stale_snapshot_does_not_restore_a_deleted_key) {
+TEST_F(LocalCopyFixture, stale_snapshot_does_not_restore_a_deleted_key) {
   const auto me = core->cfg().id;
   const auto s1 = ask();
   EXPECT_EQ(s1, 1);
@@ -419,7 +419,7 @@ TEST_F(local_copy_fixture, stale_snapshot_does_not_restore_a_deleted_key) {
 
 // handle_peer decodes first: an unknown type or a malformed message is refused (logged),
 // never half-applied, never thrown.
-TEST_F(local_copy_fixture, malformed_peer_messages_are_refused) {
+TEST_F(LocalCopyFixture, malformed_peer_messages_are_refused) {
   const auto me = core->cfg().id;
   const auto s1 = ask();
   core->handle_peer("p1", "keys", snapshot({{"m1", 1}}, me, s1));
@@ -440,7 +440,7 @@ TEST_F(local_copy_fixture, malformed_peer_messages_are_refused) {
 }
 
 // A member answers key-sync to the asker, echoing who asked and which request.
-TEST_F(local_copy_fixture, key_sync_answer_echoes_the_request) {
+TEST_F(LocalCopyFixture, key_sync_answer_echoes_the_request) {
   accept_key(*core, m1);
   peers.sent.clear();
   core->handle_peer("j1", "key-sync", value{{"for", "j1"}, {"seq", 7}});
@@ -454,7 +454,7 @@ TEST_F(local_copy_fixture, key_sync_answer_echoes_the_request) {
   ASSERT_TRUE(acc && acc->contains("m1"));
 }
 
-TEST_F(core_fixture, key_delete_rotates_and_revokes) {
+TEST_F(CoreFixture, key_delete_rotates_and_revokes) {
   login(m1);
   auto before = core->aes().current()->generation;
   ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));
@@ -465,7 +465,7 @@ TEST_F(core_fixture, key_delete_rotates_and_revokes) {
   EXPECT_FALSE(core->key_event("accept", {"m1"}));
 }
 
-TEST_F(core_fixture, maintenance_rotates_on_drop_file) {
+TEST_F(CoreFixture, maintenance_rotates_on_drop_file) {
   auto before = core->aes().current()->generation;
   ASSERT_TRUE(util::write_file_atomic(core->cfg().cachedir / ".dfn", "testmaster", 0400));
   core->maintenance();
@@ -476,11 +476,11 @@ TEST_F(core_fixture, maintenance_rotates_on_drop_file) {
   EXPECT_GT(core->aes().current()->generation, g);
 }
 
-struct v2_fixture : core_fixture {
+struct V2Fixture : CoreFixture {
   void customize(config::master_config& c) override { c.minimum_auth_version = 2; }
 };
 
-TEST_F(v2_fixture, v2_minion_uses_the_aes_key) {
+TEST_F(V2Fixture, v2_minion_uses_the_aes_key) {
   accept_key(*core, m1);
   auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce), 2), "test");
   ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false));
@@ -500,7 +500,7 @@ namespace {
 
 // Cheap in-process fuzz smoke (the libFuzzer target is tests/fuzz/fuzz_auth.cpp):
 // mutated bodies, loads and ciphertexts never throw and always get an answer.
-TEST_F(core_fixture, mutated_requests_never_crash) {
+TEST_F(CoreFixture, mutated_requests_never_crash) {
   login(m1);
   std::uint32_t seed = 12345;
   auto rnd = [&] {

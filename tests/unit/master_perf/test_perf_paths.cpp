@@ -396,7 +396,7 @@ TEST(SessionStore, UnreadableIsNotMissing) {
 }
 
 // ------------------------------------------------------------------ accepted keys
-struct accepted_fixture : ::testing::Test {
+struct AcceptedFixture : ::testing::Test {
   temp_dir tmp;
   pki::key_store store{tmp.path / "pki"};
   void SetUp() override { ASSERT_TRUE(store.ensure_dirs()); }
@@ -414,7 +414,7 @@ struct accepted_fixture : ::testing::Test {
   }
 };
 
-TEST_F(accepted_fixture, HitCostsNoStatWhileWatching) {
+TEST_F(AcceptedFixture, HitCostsNoStatWhileWatching) {
   master::accepted_keys ak(store, 60s);
   ASSERT_TRUE(ak.watching());
   put("m1", 1);
@@ -437,7 +437,7 @@ TEST_F(accepted_fixture, HitCostsNoStatWhileWatching) {
   EXPECT_EQ(ak.file_checks(), checks);
 }
 
-TEST_F(accepted_fixture, DeletedFileTakesEffectWithoutAKeyEvent) {
+TEST_F(AcceptedFixture, DeletedFileTakesEffectWithoutAKeyEvent) {
   // An operator's rm (no salt-key, no key event): inotify drops the entry.
   master::accepted_keys ak(store, 60s);
   put("m1", 1);
@@ -448,7 +448,7 @@ TEST_F(accepted_fixture, DeletedFileTakesEffectWithoutAKeyEvent) {
   EXPECT_FALSE(ak.verify_token("m1", fm.tok()));
 }
 
-TEST_F(accepted_fixture, RejectMovesTheKeyAndInvalidateIsImmediate) {
+TEST_F(AcceptedFixture, RejectMovesTheKeyAndInvalidateIsImmediate) {
   master::accepted_keys ak(store, 60s);
   put("m1", 1);
   ASSERT_TRUE(ak.get("m1"));
@@ -458,7 +458,7 @@ TEST_F(accepted_fixture, RejectMovesTheKeyAndInvalidateIsImmediate) {
   EXPECT_EQ(ak.get("m1"), nullptr);
 }
 
-TEST_F(accepted_fixture, ReplacedKeyIsPickedUp) {
+TEST_F(AcceptedFixture, ReplacedKeyIsPickedUp) {
   master::accepted_keys ak(store, 60s);
   put("m1", 1);
   auto a = ak.get("m1");
@@ -470,7 +470,7 @@ TEST_F(accepted_fixture, ReplacedKeyIsPickedUp) {
   EXPECT_FALSE(ak.verify_token("m1", old_key.tok()));
 }
 
-TEST_F(accepted_fixture, RevalidateZeroStatsEveryLookupLikeTheNoInotifyFallback) {
+TEST_F(AcceptedFixture, RevalidateZeroStatsEveryLookupLikeTheNoInotifyFallback) {
   // revalidate 0: every lookup stats the file, which is what get() does when inotify is
   // unavailable (the old behaviour).
   master::accepted_keys ak(store, 0ms);
@@ -500,7 +500,7 @@ TEST(WorkerPool, TaskKnowsHowLongItWaited) {
   EXPECT_GE(waited_ms.load(), 150);
 }
 
-struct stale_fixture : ::testing::Test {
+struct StaleFixture : ::testing::Test {
   temp_dir tmp;
   config::master_config cfg = make_config(tmp.path);
   pki::key_store keys{cfg.pki_dir};
@@ -525,7 +525,7 @@ struct stale_fixture : ::testing::Test {
   }
 };
 
-TEST_F(stale_fixture, SignInThatWaitedPastAuthTimeoutIsDroppedBeforeRsa) {
+TEST_F(StaleFixture, SignInThatWaitedPastAuthTimeoutIsDroppedBeforeRsa) {
   fake_minion m{"m1", cached_key(1)};
   ASSERT_TRUE(keys.write(pki::key_state::accepted, "m1", m.key.public_pem()));
   auto c = ctx();
@@ -544,7 +544,7 @@ TEST_F(stale_fixture, SignInThatWaitedPastAuthTimeoutIsDroppedBeforeRsa) {
   EXPECT_TRUE(o2.actions.empty());
 }
 
-TEST_F(stale_fixture, FreshSignInIsServed) {
+TEST_F(StaleFixture, FreshSignInIsServed) {
   fake_minion m{"m1", cached_key(1)};
   ASSERT_TRUE(keys.write(pki::key_state::accepted, "m1", m.key.public_pem()));
   auto c = ctx();

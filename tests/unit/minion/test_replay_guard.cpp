@@ -21,14 +21,14 @@ replay_guard make(std::int64_t window_s = 600, std::size_t hwm = 100) {
   return replay_guard(replay_settings{window_s * s, t0, hwm});
 }
 
-TEST(replay_guard, fresh_time_serial_passes) {
+TEST(ReplayGuard, fresh_time_serial_passes) {
   auto g = make();
   EXPECT_EQ(g.check_time(t0 + 10 * s, t0 + 10 * s + 3000).verdict, replay_verdict::ok);
   // A little in the future (master clock slightly ahead) is fine too.
   EXPECT_EQ(g.check_time(t0 + 20 * s, t0 + 19 * s).verdict, replay_verdict::ok);
 }
 
-TEST(replay_guard, older_than_the_window_is_refused_with_the_age_in_the_reason) {
+TEST(ReplayGuard, older_than_the_window_is_refused_with_the_age_in_the_reason) {
   auto g = make(600);
   const auto made = t0 + 10 * s;
   EXPECT_EQ(g.check_time(made, made + 600 * s).verdict, replay_verdict::ok);  // exactly the window
@@ -40,14 +40,14 @@ TEST(replay_guard, older_than_the_window_is_refused_with_the_age_in_the_reason) 
   EXPECT_EQ(r.log_count, 1u);
 }
 
-TEST(replay_guard, further_in_the_future_than_the_window_is_refused) {
+TEST(ReplayGuard, further_in_the_future_than_the_window_is_refused) {
   auto g = make(60);
   auto r = g.check_time(t0 + 200 * s, t0 + 100 * s);
   EXPECT_EQ(r.verdict, replay_verdict::from_future);
   EXPECT_NE(r.reason.find("100.0 s in the future"), std::string::npos) << r.reason;
 }
 
-TEST(replay_guard, made_before_the_minion_started_is_refused) {
+TEST(ReplayGuard, made_before_the_minion_started_is_refused) {
   // Inside the window, but the jid memory of before a restart is gone: the start is the floor.
   auto g = make(600);
   auto r = g.check_time(t0 - 2 * s, t0 + 1 * s);
@@ -55,19 +55,19 @@ TEST(replay_guard, made_before_the_minion_started_is_refused) {
   EXPECT_NE(r.reason.find("2.000 s before this minion started"), std::string::npos) << r.reason;
 }
 
-TEST(replay_guard, salt_counter_serials_and_missing_serials_get_no_time_check) {
+TEST(ReplayGuard, salt_counter_serials_and_missing_serials_get_no_time_check) {
   auto g = make(1);
   EXPECT_EQ(g.check_time(1, t0 + 10'000 * s).verdict, replay_verdict::ok);
   EXPECT_EQ(g.check_time(123456, t0 + 10'000 * s).verdict, replay_verdict::ok);
   EXPECT_EQ(g.check_time(std::nullopt, t0 + 10'000 * s).verdict, replay_verdict::ok);
 }
 
-TEST(replay_guard, window_zero_turns_the_time_checks_off) {
+TEST(ReplayGuard, window_zero_turns_the_time_checks_off) {
   auto g = make(0);
   EXPECT_EQ(g.check_time(t0 - 1000 * s, t0 + 1000 * s).verdict, replay_verdict::ok);
 }
 
-TEST(replay_guard, a_jid_is_refused_again_for_the_whole_window_then_forgotten) {
+TEST(ReplayGuard, a_jid_is_refused_again_for_the_whole_window_then_forgotten) {
   auto g = make(600, 2);
   EXPECT_EQ(g.check_jid("j1", t0).verdict, replay_verdict::ok);
   // Far more than minion_jid_queue_hwm (2) other jids inside the window: j1 is still known.
@@ -82,7 +82,7 @@ TEST(replay_guard, a_jid_is_refused_again_for_the_whole_window_then_forgotten) {
   EXPECT_EQ(g.check_jid("j1", t0 + 701 * s).verdict, replay_verdict::ok);
 }
 
-TEST(replay_guard, without_a_window_the_memory_is_salts_hwm) {
+TEST(ReplayGuard, without_a_window_the_memory_is_salts_hwm) {
   auto g = make(0, 3);
   for (auto j : {"a", "b", "c", "d"}) EXPECT_EQ(g.check_jid(j, t0).verdict, replay_verdict::ok);
   EXPECT_EQ(g.jids_remembered(), 3u);
@@ -90,14 +90,14 @@ TEST(replay_guard, without_a_window_the_memory_is_salts_hwm) {
   EXPECT_EQ(g.check_jid("d", t0).verdict, replay_verdict::duplicate_jid);
 }
 
-TEST(replay_guard, memory_is_capped) {
+TEST(ReplayGuard, memory_is_capped) {
   auto g = make(600, 1);
   for (std::size_t i = 0; i < replay_guard::k_max_jids + 10; ++i)
     g.check_jid(std::to_string(i), t0 + static_cast<std::int64_t>(i));
   EXPECT_EQ(g.jids_remembered(), replay_guard::k_max_jids);
 }
 
-TEST(replay_guard, refusals_are_logged_once_per_interval_with_a_count_per_kind) {
+TEST(ReplayGuard, refusals_are_logged_once_per_interval_with_a_count_per_kind) {
   auto g = make(600);
   g.check_jid("j", t0);
   EXPECT_EQ(g.check_jid("j", t0 + 1).log_count, 1u);

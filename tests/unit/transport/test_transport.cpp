@@ -173,13 +173,13 @@ struct raw_conn {
 
 // ---------------------------------------------------------------------------------
 
-TEST(transport, errc_category) {
+TEST(Transport, errc_category) {
   error_code ec = tr::errc::timeout;
   EXPECT_EQ(ec.category(), tr::transport_category());
   EXPECT_FALSE(ec.message().empty());
 }
 
-TEST(transport, roundtrip_tcp) {
+TEST(Transport, roundtrip_tcp) {
   io_pool pool;
   tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
   ASSERT_TRUE(srv.start());
@@ -196,7 +196,7 @@ TEST(transport, roundtrip_tcp) {
   EXPECT_EQ(c->remote().port, srv.bound_port());
 }
 
-TEST(transport, reply_echoes_head_unchanged) {
+TEST(Transport, reply_echoes_head_unchanged) {
   io_pool pool;
   tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
   ASSERT_TRUE(srv.start());
@@ -219,7 +219,7 @@ TEST(transport, reply_echoes_head_unchanged) {
   EXPECT_EQ(got->body["echo"]["x"], 1);
 }
 
-TEST(transport, thousand_requests_in_flight_answered_out_of_order) {
+TEST(Transport, thousand_requests_in_flight_answered_out_of_order) {
   constexpr int N = 1000;
   io_pool pool;
   std::mutex mu;
@@ -252,7 +252,7 @@ TEST(transport, thousand_requests_in_flight_answered_out_of_order) {
   EXPECT_EQ(srv.connection_count(), 1u);
 }
 
-TEST(transport, request_timeout) {
+TEST(Transport, request_timeout) {
   io_pool pool;
   std::mutex mu;
   std::vector<std::shared_ptr<tr::responder>> held;  // never answered
@@ -278,7 +278,7 @@ TEST(transport, request_timeout) {
   EXPECT_EQ(r2.error(), make_error_code(tr::errc::timeout));
 }
 
-TEST(transport, server_close_fails_pending_then_reconnects) {
+TEST(Transport, server_close_fails_pending_then_reconnects) {
   io_pool pool;
   counter got;
   std::mutex mu;
@@ -323,7 +323,7 @@ TEST(transport, server_close_fails_pending_then_reconnects) {
   EXPECT_EQ((*r4)["echo"]["a"], 4);
 }
 
-TEST(transport, garbage_closes_only_that_connection) {
+TEST(Transport, garbage_closes_only_that_connection) {
   io_pool pool;
   tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
   ASSERT_TRUE(srv.start());
@@ -345,7 +345,7 @@ TEST(transport, garbage_closes_only_that_connection) {
   EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
 }
 
-TEST(transport, oversized_frame_closes_connection) {
+TEST(Transport, oversized_frame_closes_connection) {
   io_pool pool;
   tr::options opt;
   opt.max_frame_size = 1024;
@@ -368,7 +368,7 @@ TEST(transport, oversized_frame_closes_connection) {
   EXPECT_EQ((*r2)["small"], 1);
 }
 
-TEST(transport, handler_exception_keeps_serving) {
+TEST(Transport, handler_exception_keeps_serving) {
   io_pool pool;
   tr::req_server srv(pool.io, local_tcp(), {}, [](value body, std::shared_ptr<tr::responder> r) {
     if (body.is_object() && body.contains("boom")) throw std::runtime_error("boom");
@@ -382,7 +382,7 @@ TEST(transport, handler_exception_keeps_serving) {
   EXPECT_TRUE(get(f2));
 }
 
-TEST(transport, streaming_replies) {
+TEST(Transport, streaming_replies) {
   io_pool pool;
   tr::req_server srv(pool.io, local_tcp(), {}, [](value body, std::shared_ptr<tr::responder> r) {
     // Answer from another thread, as a worker pool would.
@@ -405,7 +405,7 @@ TEST(transport, streaming_replies) {
   EXPECT_EQ(items, (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
-TEST(transport, unix_socket_request_once) {
+TEST(Transport, unix_socket_request_once) {
   temp_dir_guard dir;
   ASSERT_FALSE(dir.path.empty());
   const std::string path = dir.path + "/master.sock";
@@ -449,7 +449,7 @@ TEST(transport, unix_socket_request_once) {
   EXPECT_EQ(gone.error(), make_error_code(tr::errc::connect_failed));
 }
 
-TEST(transport, unix_socket_stale_file_replaced_non_socket_refused) {
+TEST(Transport, unix_socket_stale_file_replaced_non_socket_refused) {
   temp_dir_guard dir;
   const std::string path = dir.path + "/stale.sock";
   {
@@ -476,7 +476,7 @@ TEST(transport, unix_socket_stale_file_replaced_non_socket_refused) {
   EXPECT_EQ(content, "data");
 }
 
-TEST(transport, pub_broadcast_to_200_connections) {
+TEST(Transport, pub_broadcast_to_200_connections) {
   constexpr int N = 200;
   io_pool pool;
   counter online;
@@ -518,7 +518,7 @@ TEST(transport, pub_broadcast_to_200_connections) {
   for (auto& c : clients) c->close();
 }
 
-TEST(transport, publish_to_reaches_only_identified_ids) {
+TEST(Transport, publish_to_reaches_only_identified_ids) {
   io_pool pool;
   counter hellos, online;
   tr::pub_server srv(
@@ -567,7 +567,7 @@ TEST(transport, publish_to_reaches_only_identified_ids) {
   EXPECT_EQ(got["anon"], (std::vector<std::string>{"all"}));
 }
 
-TEST(transport, disconnect_closes_only_that_ids_connections) {
+TEST(Transport, disconnect_closes_only_that_ids_connections) {
   io_pool pool;
   counter online, offline;
   tr::pub_server srv(
@@ -596,7 +596,7 @@ TEST(transport, disconnect_closes_only_that_ids_connections) {
   EXPECT_TRUE(clients[1]->connected());
 }
 
-TEST(transport, slow_reader_disconnected_others_keep_receiving) {
+TEST(Transport, slow_reader_disconnected_others_keep_receiving) {
   io_pool pool;
   tr::options opt;
   opt.max_queue_bytes = 256 * 1024;
@@ -651,7 +651,7 @@ TEST(transport, slow_reader_disconnected_others_keep_receiving) {
   EXPECT_EQ(srv.connection_count(), 1u);
 }
 
-TEST(transport, presence_events_first_identify_last_close) {
+TEST(Transport, presence_events_first_identify_last_close) {
   io_pool pool;
   counter hellos;
   std::mutex mu;
@@ -705,7 +705,7 @@ TEST(transport, presence_events_first_identify_last_close) {
 
 // A hello decided later, off the strand (the key read on a worker thread): identify()
 // files the connection under its id, reports presence, and refuses a closed connection.
-TEST(transport, pub_server_identifies_later_from_another_thread) {
+TEST(Transport, pub_server_identifies_later_from_another_thread) {
   io_pool pool;
   std::mutex mu;
   std::condition_variable cv;
@@ -755,7 +755,7 @@ TEST(transport, pub_server_identifies_later_from_another_thread) {
   EXPECT_FALSE(srv.is_connected("late"));
 }
 
-TEST(transport, pub_client_reports_closed_once_and_reconnects) {
+TEST(Transport, pub_client_reports_closed_once_and_reconnects) {
   io_pool pool;
   counter online;
   auto srv = std::make_unique<tr::pub_server>(
@@ -809,7 +809,7 @@ TEST(transport, pub_client_reports_closed_once_and_reconnects) {
   EXPECT_EQ(closes.size(), 1u);
 }
 
-TEST(transport, connect_timeout_and_resolve_failure) {
+TEST(Transport, connect_timeout_and_resolve_failure) {
   io_pool pool;
   tr::options opt;
   opt.connect_timeout = 300ms;
@@ -846,7 +846,7 @@ TEST(transport, connect_timeout_and_resolve_failure) {
       << r2.error().message();
 }
 
-TEST(transport, client_close_fails_pending_with_closed) {
+TEST(Transport, client_close_fails_pending_with_closed) {
   io_pool pool;
   counter got;
   std::mutex mu;
@@ -870,7 +870,7 @@ TEST(transport, client_close_fails_pending_with_closed) {
   EXPECT_EQ(get(f2).error(), make_error_code(tr::errc::closed));
 }
 
-TEST(transport, stop_with_live_connections_then_run_drains) {
+TEST(Transport, stop_with_live_connections_then_run_drains) {
   asio::io_context io;
   tr::req_server rs(io, local_tcp(), {}, echo_handler());
   counter online;
@@ -917,7 +917,7 @@ long rss_kb() {
   return resident * (::sysconf(_SC_PAGESIZE) / 1024);
 }
 
-TEST(transport, idle_connection_memory) {
+TEST(Transport, idle_connection_memory) {
   constexpr int N = 2000;
   io_pool pool;
   tr::pub_server srv(pool.io, local_tcp(), {}, [](const value& body, const tr::peer_info&) { return id_of(body); });
@@ -964,7 +964,7 @@ result<value> call(io_pool& pool, const std::shared_ptr<tr::req_client>& c, valu
   return get(f);
 }
 
-TEST(transport_pre_auth, frame_limit_until_authenticated) {
+TEST(TransportPreAuth, frame_limit_until_authenticated) {
   io_pool pool;
   tr::options opt;
   opt.pre_auth_max_frame_size = 4096;
@@ -983,7 +983,7 @@ TEST(transport_pre_auth, frame_limit_until_authenticated) {
   EXPECT_EQ((*r2)["echo"]["blob"].get<std::string>().size(), 8192u);
 }
 
-TEST(transport_pre_auth, object_cap_until_authenticated) {
+TEST(TransportPreAuth, object_cap_until_authenticated) {
   io_pool pool;
   tr::options opt;
   opt.pre_auth_max_nodes = 64;
@@ -999,7 +999,7 @@ TEST(transport_pre_auth, object_cap_until_authenticated) {
   EXPECT_EQ((*r)["echo"]["many"].size(), 100u);
 }
 
-TEST(transport_pre_auth, shared_budget_admits_a_large_first_frame_and_is_returned) {
+TEST(TransportPreAuth, shared_budget_admits_a_large_first_frame_and_is_returned) {
   io_pool pool;
   tr::options opt;
   opt.pre_auth_max_frame_size = 4096;
@@ -1017,7 +1017,7 @@ TEST(transport_pre_auth, shared_budget_admits_a_large_first_frame_and_is_returne
   EXPECT_TRUE(eventually([&] { return opt.pre_auth_budget->used() == 0; }));
 }
 
-TEST(transport_pre_auth, per_source_cap_counts_only_unauthenticated) {
+TEST(TransportPreAuth, per_source_cap_counts_only_unauthenticated) {
   io_pool pool;
   tr::options opt;
   opt.pre_auth_max_connections_per_source = 2;
@@ -1044,7 +1044,7 @@ TEST(transport_pre_auth, per_source_cap_counts_only_unauthenticated) {
   EXPECT_TRUE(call(pool, c2, value{{"y", 2}}));
 }
 
-TEST(transport_pre_auth, total_cap) {
+TEST(TransportPreAuth, total_cap) {
   io_pool pool;
   tr::options opt;
   opt.max_connections = 2;
@@ -1057,7 +1057,7 @@ TEST(transport_pre_auth, total_cap) {
   EXPECT_EQ(srv.connection_count(), 2u);
 }
 
-TEST(transport_pre_auth, stalled_partial_frame_closed_silent_kept_without_idle_timeout) {
+TEST(TransportPreAuth, stalled_partial_frame_closed_silent_kept_without_idle_timeout) {
   io_pool pool;
   tr::options opt;
   opt.frame_timeout = 300ms;
@@ -1072,7 +1072,7 @@ TEST(transport_pre_auth, stalled_partial_frame_closed_silent_kept_without_idle_t
   EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
 }
 
-TEST(transport_pre_auth, authenticated_slow_frame_survives_while_bytes_arrive) {
+TEST(TransportPreAuth, authenticated_slow_frame_survives_while_bytes_arrive) {
   io_pool pool;
   tr::options opt;
   opt.frame_timeout = 400ms;
@@ -1092,7 +1092,7 @@ TEST(transport_pre_auth, authenticated_slow_frame_survives_while_bytes_arrive) {
   EXPECT_TRUE(handled.wait_for(2));
 }
 
-TEST(transport_pre_auth, silent_unauthenticated_closed_by_idle_timeout) {
+TEST(TransportPreAuth, silent_unauthenticated_closed_by_idle_timeout) {
   io_pool pool;
   tr::options opt;
   opt.pre_auth_idle_timeout = 300ms;
@@ -1106,7 +1106,7 @@ TEST(transport_pre_auth, silent_unauthenticated_closed_by_idle_timeout) {
   EXPECT_TRUE(call(pool, c, value{{"x", 1}}));
 }
 
-TEST(transport_pre_auth, pending_requests_pause_reading) {
+TEST(TransportPreAuth, pending_requests_pause_reading) {
   io_pool pool;
   tr::options opt;
   opt.pre_auth_max_pending = 2;
@@ -1140,7 +1140,7 @@ TEST(transport_pre_auth, pending_requests_pause_reading) {
   EXPECT_TRUE(handled.wait_for(5));
 }
 
-TEST(transport_pre_auth, descriptor_reserve_refuses_and_keeps_serving) {
+TEST(TransportPreAuth, descriptor_reserve_refuses_and_keeps_serving) {
   struct rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
   io_pool pool;
