@@ -1,5 +1,5 @@
-// sylvite::master auth: see auth.hpp. Decision order and reply layout follow Salt 3008.5
-// salt/master.py AuthFuncs._auth_impl_sync (the LTS default path):
+// sylvite::master auth: see auth.hpp. The decision follows Salt 3008.5 salt/master.py
+// AuthFuncs._auth_impl_sync (the LTS default path) as one table (auth_table::rows, below):
 //  - invalid id -> ret False; max_minions -> "full" when MORE than max_minions are
 //    connected (Salt's `not len(minions) <= max_minions`);
 //  - open_mode skips every check; rejected -> False; accepted + different key -> denied;
@@ -11,6 +11,24 @@
 //    an unsupported sig_algo turns any signed answer into {"ret": "bad sig algo"}.
 //  - a token that fails to decrypt is left out (the minion then reports an invalid
 //    master key), except an unsupported enc_algo -> {"ret": "bad enc algo"}.
+// Where sylvite differs from Salt 3008.5 (kept as they are; line numbers in salt/master.py):
+//  - Salt asks check_autoreject/check_autosign for every well-formed sign-in before the key
+//    lookup (4707-4708), so a minions_autosign stub is consumed (and expired stubs swept)
+//    even for an accepted or rejected key and in open_mode; here they are asked only by the
+//    new-key and pending-key rows.
+//  - Salt's key lookup prefers rejected, then pending, then accepted (salt/cache/
+//    localfs_key.py fetch); pki::key_store::state_of prefers accepted, pending, rejected.
+//    Only differs when one id has key files in several directories.
+//  - denied: Salt's store("denied_keys", id, [old..., new]) writes element 0 (localfs_key
+//    store), so the first denied key is kept; here the newest presented key overwrites it.
+//  - open_mode: Salt rewrites the key only if its text differs (4977), so a pending or
+//    rejected key with the same text stays where it is; here it moves to accepted.
+//  - auth_events: False and auth_events_autosign_grains are not read (events always fired,
+//    without grains); the salt/key "accept" event Salt fires with cluster_id (4989) is not.
+//  - a load without `id`, or an unsupported enc_algo without a token, or an unsupported
+//    sig_algo with master_sign_pubkey: Salt raises (the exception reply); here ret False,
+//    "bad enc algo", and a SHA-1 pub_sig (then "bad sig algo" when signed) respectively.
+//  - auth_mode >= 2 (AES key joined with the token) is not implemented (default 1).
 #include "master/auth.hpp"
 
 #include <spdlog/spdlog.h>
@@ -19,9 +37,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <span>
 #include <utility>
 
 #include "core/match/match.hpp"
@@ -148,76 +167,12 @@ bool check_autosign(const auth_context& ctx, const std::string& id, const value*
   return false;
 }
 
-struct builder {
-  const auth_context& ctx;
-  auth_outcome& out;
-  bool sign_messages;
-  std::optional<crypto::sig_algo> salgo;
-  std::string nonce;
-  bool has_nonce;
-
-  value event_data(bool result, const char* act, const std::string& pub) const {
-    value d = value::object();
-    d["result"] = result;
-    d["act"] = act;
-    d["id"] = out.id;
-    d["pub"] = pub;
-    return d;
-  }
-  void event(bool result, const char* act, const std::string& pub) {
-    out.events.push_back({"salt/auth", event_data(result, act, pub)});
-  }
-
-  // Signed (or plain) answer around `load`.
-  value signed_reply(value load) {
-    if (!sign_messages) {
-      return value{{"enc", "clear"}, {"load", std::move(load)}};
-    }
-    if (!salgo) {
-      spdlog::info("Minion tried to authenticate with unsupported signing algorithm");
-      out.result = "bad_sig_algo";
-      return value{{"enc", "clear"}, {"load", value{{"ret", "bad sig algo"}}}};
-    }
-    std::string tosign = wire::pack_payload(load);
-    auto sig = crypto::sign(ctx.mkeys->priv(), tosign, *salgo);
-    if (!sig) {
-      spdlog::error("cannot sign auth reply: {}", sig.error().message());
-      out.result = "error";
-      return value("Some exception handling minion payload");
-    }
-    value r = value::object();
-    r["enc"] = "clear";
-    r["load"] = wire::make_bin(tosign);
-    r["sig"] = wire::make_bin(*sig);
-    return r;
-  }
-
-  bool limited = false;
-
-  // Every answer that is not an acceptance goes through here: the admission check comes
-  // before the signature (and, via `limited`, before any key write or event).
-  value ret_reply(value ret) {
-    if (ctx.admit_unaccepted && !ctx.admit_unaccepted()) {
-      limited = true;
-      return value::object();
-    }
-    if (!sign_messages) return value{{"enc", "clear"}, {"load", value{{"ret", std::move(ret)}}}};
-    value l = value::object();
-    l["ret"] = std::move(ret);
-    l["nonce"] = nonce;
-    return signed_reply(std::move(l));
-  }
-};
-
 }  // namespace
 
 namespace {
+
 std::atomic<std::uint64_t> stale_auth_count{0};
-}
 
-std::uint64_t stale_auth_dropped() { return stale_auth_count.load(); }
-
-namespace {
 // Overload signal: one warning at most every 5 s with the drops since the last one.
 void note_stale_drops(std::uint64_t total) {
   static std::mutex m;
@@ -232,9 +187,6 @@ void note_stale_drops(std::uint64_t total) {
   last = now;
   reported = total;
 }
-}  // namespace
-
-namespace {
 
 // "Once per interval" for lines a remote sender can repeat at will.
 class every {
@@ -272,24 +224,460 @@ std::string printable(std::string_view s, std::size_t max = 80) {
 }
 
 // A sign-in field out of bounds: refused before any key file is read, written or signed.
-auth_outcome refuse_bad_load(auth_outcome out, const auth_context& ctx, const std::string& id,
-                             const std::string& why) {
+void log_bad_load(const auth_context& ctx, const std::string& id, const std::string& why) {
   if (auto n = bad_load_log.hit())
     spdlog::warn("refused sign-in of '{}' from {}: {} ({} such refusal(s) in the last 10 s)", printable(id),
                  ctx.peer.empty() ? std::string("?") : ctx.peer, why, n);
-  out.result = "bad_load";
-  out.reply = value{{"enc", "clear"}, {"load", value{{"ret", false}}}};
-  return out;
 }
 
-auth_outcome authenticate_impl(const value& load, const auth_context& ctx, bool& limited);
+std::string strip(std::string s, const char* ws) {
+  auto b = s.find_first_not_of(ws);
+  auto e = s.find_last_not_of(ws);
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+std::uint64_t stale_auth_dropped() { return stale_auth_count.load(); }
+
+namespace auth_table {
+
+// ---- Step 1: classification ------------------------------------------------------------
+
+facts classify(const value& load, const auth_context& ctx) {
+  facts f;
+  f.signed_reply = ctx.version > 1;
+  f.open_mode = ctx.cfg->open_mode;
+  if (!load.is_object()) {
+    f.is_map = false;
+    return f;
+  }
+  // Bounds: a real minion's nonce is 32 hex digits, its token one RSA block (<= 2048 bytes
+  // at 16384 bits), its grains a few KiB.
+  auto nonce_v = wire::get_text(load, "nonce");
+  const value* tok = wire::find(load, "token");
+  auto tok_b = tok ? wire::as_bytes(*tok) : std::nullopt;
+  const value* grains = wire::find(load, "autosign_grains");
+  if (nonce_v && nonce_v->size() > 128) {
+    f.oversize = "nonce longer than 128 bytes";
+  } else if (tok_b && tok_b->size() > 2048) {
+    f.oversize = "token longer than 2048 bytes";
+  } else if (grains && !grains->is_null() && wire::pack_payload(*grains).size() > 65536) {
+    f.oversize = "autosign_grains larger than 64 KiB";
+  }
+  f.has_nonce = nonce_v.has_value();
+  if (nonce_v) f.nonce = std::string(*nonce_v);
+  if (auto id_v = wire::get_text(load, "id")) {
+    f.has_id = true;
+    f.id = std::string(*id_v);
+    f.valid_id = pki::valid_id(*id_v);
+  }
+  f.stale = ctx.stale_after.count() > 0 && ctx.waited > ctx.stale_after;
+  if (auto pub_v = wire::get_text(load, "pub")) {
+    f.has_pub = true;
+    f.pub = strip(std::string(*pub_v), " \t\r\n\f\v");  // Salt: load["pub"].strip()
+  }
+  auto sa_name = wire::get_text(load, "sig_algo");
+  f.sig_algo = sa_name ? crypto::parse_sig_algo(*sa_name) : std::optional{crypto::sig_algo::pkcs1v15_sha1};
+  auto ea_name = wire::get_text(load, "enc_algo");
+  f.enc_algo = ea_name ? crypto::parse_enc_algo(*ea_name) : std::optional{crypto::enc_algo::oaep_sha1};
+  if (ea_name) f.enc_algo_name = std::string(*ea_name);
+
+  // The lazy facts. They refer to `load` and `ctx`, which outlive the facts.
+  const std::string id = f.id;
+  const auto pub = std::make_shared<const std::string>(f.pub);  // may be large: shared, not copied
+  f.bad_pub = lazy<std::string>([pub] { return pki::check_minion_pub(*pub); });
+  f.full = lazy<bool>([&ctx, id] {
+    const auto& cfg = *ctx.cfg;
+    if (cfg.max_minions <= 0 || !ctx.connected_ids) return false;
+    const auto ids = ctx.connected_ids();
+    return !(static_cast<int>(ids.size()) <= cfg.max_minions) && std::find(ids.begin(), ids.end(), id) == ids.end();
+  });
+  f.key = lazy<stored_key>([&ctx, id, pub] {
+    stored_key k;
+    const auto state = ctx.keys->state_of(id);
+    if (!state) return k;
+    auto pem = ctx.keys->read(*state, id);
+    if (!pem) return k;  // vanished between the two reads
+    switch (*state) {
+      case pki::key_state::accepted: k.state = key_is::accepted; break;
+      case pki::key_state::pending: k.state = key_is::pending; break;
+      case pki::key_state::rejected: k.state = key_is::rejected; break;
+      case pki::key_state::denied: return k;  // state_of never answers denied
+    }
+    k.pem = strip(std::move(*pem), " \t\r\n");
+    k.same = crypto::clean_key(k.pem) == crypto::clean_key(*pub);
+    return k;
+  });
+  f.autoreject = lazy<bool>([&ctx, id] { return check_signing_file(id, ctx.cfg->autoreject_file); });
+  f.autosign = lazy<bool>([&ctx, &load, id] { return check_autosign(ctx, id, wire::find(load, "autosign_grains")); });
+  f.pending_full = lazy<std::optional<std::size_t>>([&ctx]() -> std::optional<std::size_t> {
+    if (!ctx.pending_full) return std::nullopt;
+    return ctx.pending_full();
+  });
+  return f;
+}
+
+// ---- Step 2: the table -----------------------------------------------------------------
+// Salt 3008.5 salt/master.py AuthFuncs._auth_impl_sync, top to bottom. Rows before
+// `well_formed` are sylvite's refusals of malformed or late requests (Salt raises or has
+// no such check); the rows after it are Salt's flow.
+
+namespace {
+
+using R = reply_is;
+using E = key_effect;
+bool is(const facts& f, key_is s) { return f.key().state == s; }
+
+void no_note(const facts&, const auth_context&) {}
+
+const row table[] = {
+    // clang-format off
+    {verdict::not_a_map, "not_a_map", [](const facts& f) { return !f.is_map; },
+     "error", R::text_bad_load, E::none, nullptr, false, false, no_note},
+    {verdict::oversize, "oversize", [](const facts& f) { return !f.oversize.empty(); },
+     "bad_load", R::clear_false, E::none, nullptr, false, false,
+     [](const facts& f, const auth_context& ctx) { log_bad_load(ctx, "?", f.oversize); }},
+    // Salt: KeyError('nonce')
+    {verdict::no_nonce, "no_nonce", [](const facts& f) { return f.signed_reply && !f.has_nonce; },
+     "error", R::text_exception, E::none, nullptr, false, false, no_note},
+    {verdict::invalid_id, "invalid_id", [](const facts& f) { return !f.valid_id; },
+     "invalid", R::ret_false, E::none, nullptr, false, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::info("Authentication request from invalid id {}", f.has_id ? f.id : std::string("<none>"));
+     }},
+    {verdict::stale, "stale", [](const facts& f) { return f.stale; },
+     "stale", R::drop, E::none, nullptr, true, false,
+     [](const facts& f, const auth_context& ctx) {
+       const auto total = ++stale_auth_count;
+       note_stale_drops(total);
+       spdlog::debug("sign-in of {} dropped: it waited {} ms in the queue (its minion gave up after {} s)", f.id,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(ctx.waited).count(),
+                     std::chrono::duration_cast<std::chrono::seconds>(ctx.stale_after).count());
+     }},
+    // Salt: KeyError('pub')
+    {verdict::no_pub, "no_pub", [](const facts& f) { return !f.has_pub; },
+     "error", R::text_exception, E::none, nullptr, true, false, no_note},
+    // The key is parsed before it can be stored or compared: a sign-in writes nothing but a key.
+    {verdict::bad_pub, "bad_pub", [](const facts& f) { return !f.bad_pub().empty(); },
+     "bad_load", R::clear_false, E::none, nullptr, true, false,
+     [](const facts& f, const auth_context& ctx) { log_bad_load(ctx, f.id, f.bad_pub()); }},
+    {verdict::well_formed, "well_formed", [](const facts&) { return true; },
+     "", R::pass, E::none, nullptr, true, false,
+     [](const facts& f, const auth_context&) { spdlog::info("Authentication request from {}", f.id); }},
+    // Salt: `not len(minions) <= max_minions` and the id is not connected
+    {verdict::full, "full", [](const facts& f) { return f.full(); },
+     "full", R::ret_full, E::none, "full", true, false,
+     [](const facts& f, const auth_context& ctx) {
+       spdlog::info("Too many minions connected (max_minions={}). Rejecting connection from id {}",
+                    ctx.cfg->max_minions, f.id);
+     }},
+    // Salt checks an empty pub after "accepted"; unreachable behind bad_pub, kept as Salt's.
+    {verdict::open_empty_pub, "open_empty_pub", [](const facts& f) { return f.open_mode && f.pub.empty(); },
+     "error", R::ret_false, E::none, nullptr, true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::info("Authentication accepted from {}", f.id);
+       spdlog::error("Public key is empty: {}", f.id);
+     }},
+    {verdict::open_accept, "open_accept", [](const facts& f) { return f.open_mode; },
+     "accept", R::accept, E::accept_open, "accept", true, false,
+     [](const facts& f, const auth_context&) { spdlog::info("Authentication accepted from {}", f.id); }},
+    {verdict::rejected, "rejected", [](const facts& f) { return is(f, key_is::rejected); },
+     "reject", R::ret_false, E::none, "reject", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::info("Public key rejected for {}. Key is present in rejection key dir.", f.id);
+     }},
+    {verdict::accepted_other_key, "accepted_other_key",
+     [](const facts& f) { return is(f, key_is::accepted) && !f.key().same; },
+     "denied", R::ret_false, E::write_denied, "denied", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::error("Authentication attempt from {} failed, the public keys did not match. This may be an "
+                     "attempt to compromise the Salt cluster.", f.id);
+     }},
+    {verdict::accepted, "accepted", [](const facts& f) { return is(f, key_is::accepted); },
+     "accept", R::accept, E::none, "accept", true, false,
+     [](const facts& f, const auth_context&) { spdlog::info("Authentication accepted from {}", f.id); }},
+    {verdict::new_autoreject, "new_autoreject", [](const facts& f) { return is(f, key_is::none) && f.autoreject(); },
+     "reject", R::ret_false, E::write_rejected, "reject", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::info("New public key for {} rejected via autoreject_file", f.id);
+     }},
+    // sylvite's max_pending_keys: nothing stored, the "pending" answer so a real minion retries
+    {verdict::new_pending_full, "new_pending_full",
+     [](const facts& f) { return is(f, key_is::none) && !f.autosign() && f.pending_full().has_value(); },
+     "pending_full", R::ret_true, E::none, nullptr, true, true,
+     [](const facts& f, const auth_context& ctx) {
+       if (auto k = pending_full_log.hit())
+         spdlog::error("pending key directory full ({} keys, max_pending_keys); accept or delete keys: new key of "
+                       "'{}' from {} not stored ({} such sign-in(s) in the last 10 s)",
+                       *f.pending_full(), printable(f.id), ctx.peer, k);
+     }},
+    {verdict::new_pending, "new_pending", [](const facts& f) { return is(f, key_is::none) && !f.autosign(); },
+     "pend", R::ret_true, E::write_pending, "pend", true, false,
+     [](const facts& f, const auth_context&) { spdlog::info("New public key for {} placed in pending", f.id); }},
+    {verdict::new_autosign, "new_autosign", [](const facts& f) { return is(f, key_is::none); },
+     "accept", R::accept, E::accept_new, "accept", true, false,
+     [](const facts& f, const auth_context&) { spdlog::info("Authentication accepted from {}", f.id); }},
+    // Salt keeps the pending key and flips its state to rejected.
+    {verdict::pending_autoreject, "pending_autoreject",
+     [](const facts& f) { return is(f, key_is::pending) && f.autoreject(); },
+     "reject", R::ret_false, E::pending_to_rejected, "reject", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::info("Pending public key for {} rejected via autoreject_file", f.id);
+     }},
+    {verdict::pending_other_key, "pending_other_key",
+     [](const facts& f) { return is(f, key_is::pending) && !f.autosign() && !f.key().same; },
+     "denied", R::ret_false, E::write_denied, "denied", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::error("Authentication attempt from {} failed, the public key in pending did not match. This may be "
+                     "an attempt to compromise the Salt cluster.", f.id);
+     }},
+    {verdict::pending_still, "pending_still", [](const facts& f) { return is(f, key_is::pending) && !f.autosign(); },
+     "pend", R::ret_true, E::none, "pend", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::info("Authentication failed from host {}, the key is in pending and needs to be accepted "
+                    "with salt-key -a {}", f.id, f.id);
+     }},
+    {verdict::pending_autosign_other_key, "pending_autosign_other_key",
+     [](const facts& f) { return is(f, key_is::pending) && !f.key().same; },
+     "denied", R::ret_false, E::write_denied, "denied", true, false,
+     [](const facts& f, const auth_context&) {
+       spdlog::error("Authentication attempt from {} failed, the public keys in pending did not match. This may be "
+                     "an attempt to compromise the Salt cluster.", f.id);
+     }},
+    {verdict::pending_autosign, "pending_autosign", [](const facts& f) { return is(f, key_is::pending); },
+     "accept", R::accept, E::accept_pending, "accept", true, false,
+     [](const facts& f, const auth_context&) { spdlog::info("Authentication accepted from {}", f.id); }},
+    // Salt's "Unaccounted for authentication failure": unreachable (key_is has no other state).
+    {verdict::unaccounted, "unaccounted", [](const facts&) { return true; },
+     "error", R::ret_false, E::none, "error", true, false,
+     [](const facts&, const auth_context&) { spdlog::warn("Unaccounted for authentication failure"); }},
+    // clang-format on
+};
+
+}  // namespace
+
+std::span<const row> rows() { return table; }
+
+const row& decide(const facts& f, const auth_context& ctx) {
+  for (const row& r : table) {
+    if (!r.when(f)) continue;
+    if (r.reply != reply_is::pass) return r;
+    r.note(f, ctx);
+  }
+  return std::span(table).back();  // not reached: the last row always holds
+}
+
+}  // namespace auth_table
+
+// ---- Step 3: the executor --------------------------------------------------------------
+
+namespace {
+
+using auth_table::facts;
+using auth_table::key_effect;
+using auth_table::key_is;
+using auth_table::reply_is;
+using auth_table::row;
+
+const char* const kException = "Some exception handling minion payload";
+
+struct executor {
+  const auth_context& ctx;
+  const value& load;
+  const facts& f;
+  auth_outcome out;
+  bool limited = false;  // admission said no: the caller drops the writes and events
+
+  void event(bool result, const char* act) {
+    value d = value::object();
+    d["result"] = result;
+    d["act"] = act;
+    d["id"] = out.id;
+    d["pub"] = f.pub;
+    out.events.push_back({"salt/auth", std::move(d)});
+  }
+
+  void key(key_action::kind what, pki::key_state state, std::string pem = {}) {
+    out.actions.push_back({what, state, out.id, std::move(pem)});
+  }
+
+  void effect(key_effect e) {
+    using K = key_action::kind;
+    using S = pki::key_state;
+    switch (e) {
+      case key_effect::none: break;
+      case key_effect::write_pending: key(K::write, S::pending, f.pub); break;
+      case key_effect::write_rejected: key(K::write, S::rejected, f.pub); break;
+      case key_effect::pending_to_rejected:
+        key(K::write, S::rejected, f.key().pem);
+        key(K::remove, S::pending);
+        break;
+      case key_effect::write_denied: key(K::write, S::denied, f.pub); break;
+      case key_effect::accept_open: {
+        const auto& k = f.key();
+        if (!(k.state == key_is::accepted && k.pem == f.pub)) key(K::write, S::accepted, f.pub);
+        if (k.state == key_is::pending) key(K::remove, S::pending);
+        if (k.state == key_is::rejected) key(K::remove, S::rejected);
+        break;
+      }
+      case key_effect::accept_new: key(K::write, S::accepted, f.pub); break;
+      case key_effect::accept_pending:
+        key(K::write, S::accepted, f.pub);
+        key(K::remove, S::pending);
+        break;
+    }
+  }
+
+  // Signed (version > 1) or plain answer around `body`.
+  value signed_reply(value body) {
+    if (!f.signed_reply) return value{{"enc", "clear"}, {"load", std::move(body)}};
+    if (!f.sig_algo) {
+      spdlog::info("Minion tried to authenticate with unsupported signing algorithm");
+      out.result = "bad_sig_algo";
+      return value{{"enc", "clear"}, {"load", value{{"ret", "bad sig algo"}}}};
+    }
+    std::string tosign = wire::pack_payload(body);
+    auto sig = crypto::sign(ctx.mkeys->priv(), tosign, *f.sig_algo);
+    if (!sig) {
+      spdlog::error("cannot sign auth reply: {}", sig.error().message());
+      out.result = "error";
+      return value(kException);
+    }
+    value r = value::object();
+    r["enc"] = "clear";
+    r["load"] = wire::make_bin(tosign);
+    r["sig"] = wire::make_bin(*sig);
+    return r;
+  }
+
+  // Every answer that is not an acceptance: the admission check comes before the
+  // signature (and, via `limited`, before any key write or event).
+  value ret_reply(value ret) {
+    if (ctx.admit_unaccepted && !ctx.admit_unaccepted()) {
+      limited = true;
+      return value::object();
+    }
+    if (!f.signed_reply) return value{{"enc", "clear"}, {"load", value{{"ret", std::move(ret)}}}};
+    value l = value::object();
+    l["ret"] = std::move(ret);
+    l["nonce"] = f.nonce;
+    return signed_reply(std::move(l));
+  }
+
+  value fail(const char* result, value reply) {
+    out.result = result;
+    return reply;
+  }
+
+  // The accepting reply in Salt's key order: enc, pub_key, publish_port, pub_sig?, token?,
+  // aes, session, sig, nonce (signed only). `session` is sent for every version (Salt too).
+  value accept_reply(const std::string& key_pem) {
+    auto minion_pub = crypto::rsa_key::from_public_pem(key_pem);
+    if (!minion_pub) {
+      spdlog::error("Corrupt or missing public key \"{}\": {}", out.id, minion_pub.error().message());
+      out.result = "error";  // before the reply: an unsupported sig_algo still says bad_sig_algo
+      return ret_reply(false);
+    }
+    if (!f.enc_algo) {
+      spdlog::info("Minion {} tried to authenticate with unsupported encryption algorithm: {}", out.id,
+                   f.enc_algo_name);
+      return fail("bad_enc_algo", value{{"enc", "clear"}, {"load", value{{"ret", "bad enc algo"}}}});
+    }
+    const auto ealgo = *f.enc_algo;
+    value ret = value::object();
+    ret["enc"] = "pub";
+    ret["pub_key"] = ctx.mkeys->pub_clean();
+    ret["publish_port"] = ctx.cfg->publish_port;
+    if (ctx.signer) {
+      // Salt signs pub_key with the minion's sig_algo; an unsupported one cannot get here
+      // signed (bad sig algo below), an unsigned v1 reply falls back to Salt's default.
+      auto ps = ctx.signer->pub_sig(ctx.mkeys->pub_clean(), f.sig_algo.value_or(crypto::sig_algo::pkcs1v15_sha1));
+      if (!ps) {
+        spdlog::error("cannot sign master.pub for {}: {}", out.id, ps.error().message());
+        return fail("error", value(kException));
+      }
+      ret["pub_sig"] = std::move(*ps);
+    }
+    if (const value* tok = wire::find(load, "token")) {
+      auto tb = wire::as_bytes(*tok);
+      auto mtoken = tb ? crypto::oaep_decrypt(ctx.mkeys->priv(), *tb, ealgo)
+                       : result<std::string>(crypto::make_error_code(crypto::errc::decrypt_failed));
+      if (mtoken) {
+        auto enc = crypto::oaep_encrypt(*minion_pub, *mtoken, ealgo);
+        if (enc) ret["token"] = wire::make_bin(*enc);
+      } else {
+        spdlog::warn("Token failed to decrypt from {}: {}", out.id, mtoken.error().message());
+      }
+    }
+    auto aes_enc = crypto::oaep_encrypt(*minion_pub, ctx.aes->crypt.key_string(), ealgo);
+    std::string session;
+    if (ctx.session_key) {
+      auto s = ctx.session_key(out.id);
+      if (!s) {
+        spdlog::error("cannot create a session key for {}: {}", out.id, s.error().message());
+        return fail("error", value(kException));
+      }
+      session = std::move(*s);
+    }
+    auto sess_enc = crypto::oaep_encrypt(*minion_pub, session, ealgo);
+    if (!aes_enc || !sess_enc) {
+      spdlog::error("cannot encrypt the auth reply for {}", out.id);
+      return fail("error", value(kException));
+    }
+    ret["aes"] = wire::make_bin(*aes_enc);
+    ret["session"] = wire::make_bin(*sess_enc);
+    if (ctx.version < 3) spdlog::warn("Minion using legacy request server protocol, please upgrade {}", out.id);
+    ret["sig"] = wire::make_bin(ctx.aes->sig);
+    event(true, "accept");
+    if (!f.signed_reply) return ret;
+    ret["nonce"] = f.nonce;
+    return signed_reply(std::move(ret));
+  }
+
+  value reply(const row& r) {
+    switch (r.reply) {
+      case reply_is::pass: break;  // never decided
+      case reply_is::text_bad_load: return value("bad load");
+      case reply_is::text_exception: return value(kException);
+      case reply_is::clear_false: return value{{"enc", "clear"}, {"load", value{{"ret", false}}}};
+      case reply_is::drop: return value::object();
+      case reply_is::ret_false: return ret_reply(false);
+      case reply_is::ret_true: return ret_reply(true);
+      case reply_is::ret_full: return ret_reply("full");
+      case reply_is::accept:
+        // The stored key when it was accepted already, else the one just written.
+        return accept_reply(r.effect == key_effect::none ? f.key().pem : f.pub);
+    }
+    return fail("error", value(kException));
+  }
+
+  // The row's log line, key effects, event, then the reply (in the order Salt does them).
+  void run(const row& r) {
+    if (r.names_minion) out.id = f.id;
+    if (!r.after_reply) {
+      out.result = r.result;
+      r.note(f, ctx);
+    }
+    effect(r.effect);
+    if (r.act && r.reply != reply_is::accept) event(r.reply == reply_is::ret_true, r.act);
+    out.reply = reply(r);
+    if (r.after_reply && !limited) {
+      out.result = r.result;
+      r.note(f, ctx);
+    }
+  }
+};
 
 }  // namespace
 
 auth_outcome authenticate(const value& load, const auth_context& ctx) {
-  bool limited = false;
-  auth_outcome out = authenticate_impl(load, ctx, limited);
-  if (limited) {
+  const facts f = auth_table::classify(load, ctx);
+  const row& r = auth_table::decide(f, ctx);
+  executor x{ctx, load, f, {}, false};
+  x.run(r);
+  auth_outcome out = std::move(x.out);
+  if (x.limited) {
     // Over unaccepted_auth_rate: no signature was made; drop the writes and events too.
     if (auto n = limited_log.hit())
       spdlog::warn("sign-ins not accepted from {} over the per-source limit (unaccepted_auth_rate): {} answered "
@@ -303,299 +691,6 @@ auth_outcome authenticate(const value& load, const auth_context& ctx) {
   return out;
 }
 
-namespace {
-
-auth_outcome authenticate_impl(const value& load, const auth_context& ctx, bool& limited_out) {
-  auth_outcome out;
-  struct set_limited {
-    bool& dst;
-    const bool& src;
-    ~set_limited() { dst = src; }
-  };
-  const bool sign_messages = ctx.version > 1;
-  if (!load.is_object()) {
-    out.result = "error";
-    out.reply = "bad load";
-    return out;
-  }
-  auto id_v = wire::get_text(load, "id");
-  auto nonce_v = wire::get_text(load, "nonce");
-  auto ea_name = wire::get_text(load, "enc_algo");
-  auto sa_name = wire::get_text(load, "sig_algo");
-  builder b{ctx, out, sign_messages,
-            sa_name ? crypto::parse_sig_algo(*sa_name) : std::optional{crypto::sig_algo::pkcs1v15_sha1},
-            nonce_v ? std::string(*nonce_v) : std::string(), nonce_v.has_value()};
-  set_limited sl{limited_out, b.limited};
-  // Bounds before anything else: a real minion's nonce is 32 hex digits, its token one
-  // RSA block (<= 2048 bytes at 16384 bits), its grains a few KiB.
-  if (nonce_v && nonce_v->size() > 128) return refuse_bad_load(std::move(out), ctx, "?", "nonce longer than 128 bytes");
-  if (const value* tok = wire::find(load, "token")) {
-    auto tb = wire::as_bytes(*tok);
-    if (tb && tb->size() > 2048) return refuse_bad_load(std::move(out), ctx, "?", "token longer than 2048 bytes");
-  }
-  if (const value* g = wire::find(load, "autosign_grains"); g && !g->is_null()) {
-    if (wire::pack_payload(*g).size() > 65536)
-      return refuse_bad_load(std::move(out), ctx, "?", "autosign_grains larger than 64 KiB");
-  }
-  if (sign_messages && !nonce_v) {
-    // Salt raises KeyError('nonce') here.
-    out.result = "error";
-    out.reply = "Some exception handling minion payload";
-    return out;
-  }
-  if (!id_v || !pki::valid_id(*id_v)) {
-    spdlog::info("Authentication request from invalid id {}", id_v ? std::string(*id_v) : std::string("<none>"));
-    out.result = "invalid";
-    out.reply = b.ret_reply(false);
-    return out;
-  }
-  out.id = std::string(*id_v);
-  if (ctx.stale_after.count() > 0 && ctx.waited > ctx.stale_after) {
-    const auto total = ++stale_auth_count;
-    note_stale_drops(total);
-    spdlog::debug("sign-in of {} dropped: it waited {} ms in the queue (its minion gave up after {} s)", out.id,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(ctx.waited).count(),
-                  std::chrono::duration_cast<std::chrono::seconds>(ctx.stale_after).count());
-    out.result = "stale";
-    out.reply = value::object();
-    return out;
-  }
-  auto pub_v = wire::get_text(load, "pub");
-  if (!pub_v) {
-    out.result = "error";
-    out.reply = "Some exception handling minion payload";
-    return out;
-  }
-  // Salt: load["pub"].strip()
-  std::string pub(*pub_v);
-  {
-    auto s = pub.find_first_not_of(" \t\r\n\f\v");
-    auto e = pub.find_last_not_of(" \t\r\n\f\v");
-    pub = s == std::string::npos ? std::string() : pub.substr(s, e - s + 1);
-  }
-  // The key is parsed before it can be stored or compared: a `pub` that is not a sane RSA
-  // public key is refused here, so no sign-in writes anything but a key.
-  if (auto why = pki::check_minion_pub(pub); !why.empty()) {
-    const std::string id = out.id;
-    return refuse_bad_load(std::move(out), ctx, id, why);
-  }
-  const std::string pub_clean = crypto::clean_key(pub);
-  spdlog::info("Authentication request from {}", out.id);
-
-  const auto& cfg = *ctx.cfg;
-  if (cfg.max_minions > 0 && ctx.connected_ids) {
-    auto ids = ctx.connected_ids();
-    if (!(static_cast<int>(ids.size()) <= cfg.max_minions) &&
-        std::find(ids.begin(), ids.end(), out.id) == ids.end()) {
-      spdlog::info("Too many minions connected (max_minions={}). Rejecting connection from id {}",
-                   cfg.max_minions, out.id);
-      b.event(false, "full", pub);
-      out.result = "full";
-      out.reply = b.ret_reply("full");
-      return out;
-    }
-  }
-
-  const value* grains = wire::find(load, "autosign_grains");
-  std::optional<pki::key_state> state = ctx.keys->state_of(out.id);
-  std::optional<std::string> stored;
-  if (state.has_value()) {
-    stored = ctx.keys->read(*state, out.id);
-    if (stored) {
-      auto s = stored->find_first_not_of(" \t\r\n");
-      auto e = stored->find_last_not_of(" \t\r\n");
-      *stored = s == std::string::npos ? std::string() : stored->substr(s, e - s + 1);
-    } else {
-      state.reset();  // vanished between the two reads
-    }
-  }
-  // Plain copies (GCC 12 warns about optional<enum> comparisons at -O2).
-  const bool has_state = state.has_value();
-  const pki::key_state st = has_state ? *state : pki::key_state::denied;
-  auto is = [&](pki::key_state s) { return has_state && st == s; };
-  auto deny = [&](const char* why) {
-    spdlog::error("Authentication attempt from {} failed, the public {} did not match. This may be an "
-                  "attempt to compromise the Salt cluster.", out.id, why);
-    out.actions.push_back({key_action::kind::write, pki::key_state::denied, out.id, pub});
-    b.event(false, "denied", pub);
-    out.result = "denied";
-    out.reply = b.ret_reply(false);
-  };
-
-  if (cfg.open_mode) {
-    // accept anything
-  } else if (is(pki::key_state::rejected)) {
-    spdlog::info("Public key rejected for {}. Key is present in rejection key dir.", out.id);
-    b.event(false, "reject", pub);
-    out.result = "reject";
-    out.reply = b.ret_reply(false);
-    return out;
-  } else if (is(pki::key_state::accepted)) {
-    if (crypto::clean_key(*stored) != pub_clean) {
-      deny("keys");
-      return out;
-    }
-  } else if (!has_state) {
-    if (check_signing_file(out.id, cfg.autoreject_file)) {
-      spdlog::info("New public key for {} rejected via autoreject_file", out.id);
-      out.actions.push_back({key_action::kind::write, pki::key_state::rejected, out.id, pub});
-      b.event(false, "reject", pub);
-      out.result = "reject";
-      out.reply = b.ret_reply(false);
-      return out;
-    }
-    if (!check_autosign(ctx, out.id, grains)) {
-      if (ctx.pending_full) {
-        if (auto n = ctx.pending_full()) {
-          out.reply = b.ret_reply(true);  // "pending": a real minion keeps retrying
-          if (b.limited) return out;
-          if (auto k = pending_full_log.hit())
-            spdlog::error("pending key directory full ({} keys, max_pending_keys); accept or delete keys: new key of "
-                          "'{}' from {} not stored ({} such sign-in(s) in the last 10 s)",
-                          *n, printable(out.id), ctx.peer, k);
-          out.result = "pending_full";
-          return out;
-        }
-      }
-      spdlog::info("New public key for {} placed in pending", out.id);
-      out.actions.push_back({key_action::kind::write, pki::key_state::pending, out.id, pub});
-      b.event(true, "pend", pub);
-      out.result = "pend";
-      out.reply = b.ret_reply(true);
-      return out;
-    }
-  } else if (is(pki::key_state::pending)) {
-    if (check_signing_file(out.id, cfg.autoreject_file)) {
-      // Salt keeps the pending key and flips its state to rejected.
-      out.actions.push_back({key_action::kind::write, pki::key_state::rejected, out.id, *stored});
-      out.actions.push_back({key_action::kind::remove, pki::key_state::pending, out.id, {}});
-      spdlog::info("Pending public key for {} rejected via autoreject_file", out.id);
-      b.event(false, "reject", pub);
-      out.result = "reject";
-      out.reply = b.ret_reply(false);
-      return out;
-    }
-    if (!check_autosign(ctx, out.id, grains)) {
-      if (crypto::clean_key(*stored) != pub_clean) {
-        deny("key in pending");
-        return out;
-      }
-      spdlog::info("Authentication failed from host {}, the key is in pending and needs to be accepted "
-                   "with salt-key -a {}", out.id, out.id);
-      b.event(true, "pend", pub);
-      out.result = "pend";
-      out.reply = b.ret_reply(true);
-      return out;
-    }
-    if (crypto::clean_key(*stored) != pub_clean) {
-      deny("keys in pending");
-      return out;
-    }
-  }
-
-  spdlog::info("Authentication accepted from {}", out.id);
-  std::string key_pem = (is(pki::key_state::accepted) && stored) ? *stored : pub;
-  if (cfg.open_mode) {
-    if (pub.empty()) {
-      spdlog::error("Public key is empty: {}", out.id);
-      out.result = "error";
-      out.reply = b.ret_reply(false);
-      return out;
-    }
-    if (!is(pki::key_state::accepted) || !stored || *stored != pub) {
-      key_pem = pub;
-      out.actions.push_back({key_action::kind::write, pki::key_state::accepted, out.id, pub});
-    }
-  } else if (!is(pki::key_state::accepted)) {
-    key_pem = pub;
-    out.actions.push_back({key_action::kind::write, pki::key_state::accepted, out.id, pub});
-  }
-  if (is(pki::key_state::pending) || (cfg.open_mode && has_state && st != pki::key_state::accepted)) {
-    out.actions.push_back({key_action::kind::remove, st, out.id, {}});
-  }
-
-  auto minion_pub = crypto::rsa_key::from_public_pem(key_pem);
-  if (!minion_pub) {
-    spdlog::error("Corrupt or missing public key \"{}\": {}", out.id, minion_pub.error().message());
-    out.result = "error";
-    out.reply = b.ret_reply(false);
-    return out;
-  }
-
-  auto ealgo = ea_name ? crypto::parse_enc_algo(*ea_name) : std::optional{crypto::enc_algo::oaep_sha1};
-  if (!ealgo) {
-    spdlog::info("Minion {} tried to authenticate with unsupported encryption algorithm: {}", out.id,
-                 std::string(*ea_name));
-    out.result = "bad_enc_algo";
-    out.reply = value{{"enc", "clear"}, {"load", value{{"ret", "bad enc algo"}}}};
-    return out;
-  }
-
-  value ret = value::object();
-  ret["enc"] = "pub";
-  ret["pub_key"] = ctx.mkeys->pub_clean();
-  ret["publish_port"] = cfg.publish_port;
-  if (ctx.signer) {
-    // Salt signs pub_key with the minion's sig_algo; an unsupported one cannot get here
-    // signed (bad sig algo above), an unsigned v1 reply falls back to Salt's default.
-    auto ps = ctx.signer->pub_sig(ctx.mkeys->pub_clean(), b.salgo.value_or(crypto::sig_algo::pkcs1v15_sha1));
-    if (!ps) {
-      spdlog::error("cannot sign master.pub for {}: {}", out.id, ps.error().message());
-      out.result = "error";
-      out.reply = "Some exception handling minion payload";
-      return out;
-    }
-    ret["pub_sig"] = std::move(*ps);
-  }
-  if (const value* tok = wire::find(load, "token")) {
-    auto tb = wire::as_bytes(*tok);
-    auto mtoken = tb ? crypto::oaep_decrypt(ctx.mkeys->priv(), *tb, *ealgo)
-                     : result<std::string>(crypto::make_error_code(crypto::errc::decrypt_failed));
-    if (mtoken) {
-      auto enc = crypto::oaep_encrypt(*minion_pub, *mtoken, *ealgo);
-      if (enc) ret["token"] = wire::make_bin(*enc);
-    } else {
-      spdlog::warn("Token failed to decrypt from {}: {}", out.id, mtoken.error().message());
-    }
-  }
-  const std::string& aes_str = ctx.aes->crypt.key_string();
-  auto aes_enc = crypto::oaep_encrypt(*minion_pub, aes_str, *ealgo);
-  std::string session;
-  if (ctx.session_key) {
-    auto s = ctx.session_key(out.id);
-    if (!s) {
-      spdlog::error("cannot create a session key for {}: {}", out.id, s.error().message());
-      out.result = "error";
-      out.reply = "Some exception handling minion payload";
-      return out;
-    }
-    session = std::move(*s);
-  }
-  auto sess_enc = crypto::oaep_encrypt(*minion_pub, session, *ealgo);
-  if (!aes_enc || !sess_enc) {
-    spdlog::error("cannot encrypt the auth reply for {}", out.id);
-    out.result = "error";
-    out.reply = "Some exception handling minion payload";
-    return out;
-  }
-  ret["aes"] = wire::make_bin(*aes_enc);
-  ret["session"] = wire::make_bin(*sess_enc);
-  if (ctx.version < 3) {
-    spdlog::warn("Minion using legacy request server protocol, please upgrade {}", out.id);
-  }
-  ret["sig"] = wire::make_bin(ctx.aes->sig);
-  b.event(true, "accept", pub);
-  out.result = "accept";
-  if (sign_messages) {
-    ret["nonce"] = b.nonce;
-    out.reply = b.signed_reply(std::move(ret));
-  } else {
-    out.reply = std::move(ret);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string source_limiter::source_of(const std::string& peer) {
   // "1.2.3.4:5678" -> "1.2.3.4"; "[::1]:5678" -> "::1"; anything else as is.

@@ -3,6 +3,11 @@
 // authenticate() decides per Salt 3008 AuthFuncs._auth (salt/master.py) and returns the
 // reply body plus the side effects to apply (key writes/removals, events); the caller
 // applies them with apply_key_actions() *before* sending the reply.
+// It runs in three steps, each readable on its own (see auth_table below):
+//   1. classify(): the facts about the request and the stored key (a small struct);
+//   2. decide(): ONE table of rows {condition over the facts -> outcome}, read top to
+//      bottom in the order of Salt's own flow; the first row that holds wins;
+//   3. the executor: the row's log line, key writes, salt/auth event and reply.
 // RSA cost per call: at most one OAEP decrypt of `token` (private) and one signature of
 // the reply (private); `aes`/`session`/`token` encryptions are public-key operations;
 // the AES-key X9.31 signature is precomputed per AES key (aes_key::sig).
@@ -15,11 +20,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config/config.hpp"
 #include "core/crypto/crypticle.hpp"
+#include "core/crypto/rsa.hpp"
 #include "core/pki/key_store.hpp"
 #include "core/wire/value.hpp"
 #include "master/keys.hpp"
@@ -132,6 +140,125 @@ class pending_counter {
 
 // load = the clear `_auth` load (cmd, id, nonce, pub, enc_algo, sig_algo, token?, ...).
 auth_outcome authenticate(const wire::value& load, const auth_context& ctx);
+
+// The pieces of authenticate(), exposed for their unit tests.
+namespace auth_table {
+
+// A fact that costs I/O or work (a key file read, a directory scan, parsing a key) or has a
+// side effect (autosign consumes a minions_autosign stub): asked at most once, and only
+// when a row of the table reaches it, so the table decides what is asked, in Salt's order.
+template <class T>
+class lazy {
+ public:
+  lazy() = default;
+  explicit lazy(std::function<T()> ask) : ask_(std::move(ask)) {}
+  static lazy known(T v) {
+    lazy l;
+    l.v_ = std::move(v);
+    return l;
+  }
+  const T& operator()() const {
+    if (!v_) v_ = ask_ ? ask_() : T{};
+    return *v_;
+  }
+  bool asked() const { return v_.has_value(); }
+
+ private:
+  std::function<T()> ask_;
+  mutable std::optional<T> v_;
+};
+
+enum class key_is { none, accepted, pending, rejected };  // denied keys are kept apart (Salt too)
+
+struct stored_key {
+  key_is state = key_is::none;
+  std::string pem;    // as stored, whitespace-stripped ("" for none)
+  bool same = false;  // clean_key(pem) == clean_key(the presented pub)
+};
+
+// Step 1: the facts. Request facts are plain values (no I/O); the rest is lazy.
+struct facts {
+  // the request
+  bool is_map = true;        // the load is a map
+  std::string oversize;      // why a field is out of bounds ("" = all within bounds)
+  bool signed_reply = false; // envelope version > 1: answers carry the nonce and are signed
+  bool has_nonce = false;
+  std::string nonce;
+  bool has_id = false;       // `id` is text
+  bool valid_id = false;     // ... and a valid minion id
+  std::string id;
+  bool stale = false;        // waited in the worker queue longer than auth_context::stale_after
+  bool has_pub = false;
+  std::string pub;           // load["pub"].strip()
+  std::optional<crypto::sig_algo> sig_algo;  // nullopt: unsupported (absent = PKCS1v15-SHA1)
+  std::optional<crypto::enc_algo> enc_algo;  // nullopt: unsupported (absent = OAEP-SHA1)
+  std::string enc_algo_name;
+  // master policy
+  bool open_mode = false;
+  // asked lazily
+  lazy<std::string> bad_pub;  // why `pub` is not an acceptable RSA public key ("" = it is)
+  lazy<bool> full;            // max_minions: more than allowed are connected, this id not among them
+  lazy<stored_key> key;       // the key stored for this id and its state
+  lazy<bool> autoreject;      // autoreject_file matches the id
+  lazy<bool> autosign;        // auto_accept, autosign_file, a minions_autosign stub (consumed), grains
+  lazy<std::optional<std::size_t>> pending_full;  // max_pending_keys reached: the pending count
+};
+
+// Step 2: the table.
+enum class verdict {
+  not_a_map, oversize, no_nonce, invalid_id, stale, no_pub, bad_pub, well_formed, full, open_empty_pub,
+  open_accept, rejected, accepted_other_key, accepted, new_autoreject, new_pending_full, new_pending,
+  new_autosign, pending_autoreject, pending_other_key, pending_still, pending_autosign_other_key,
+  pending_autosign, unaccounted
+};
+
+enum class reply_is {
+  pass,            // no answer: log the row's line and read on (Salt logs there and goes on)
+  text_bad_load,   // the string "bad load"
+  text_exception,  // the string "Some exception handling minion payload" (Salt raised)
+  clear_false,     // unsigned {"enc": "clear", "load": {"ret": false}} (bad_load)
+  drop,            // {} (stale)
+  ret_false,       // {"ret": false}     } admission (admit_unaccepted) first, then signed
+  ret_true,        // {"ret": true}      } with the nonce when signed_reply; refused
+  ret_full,        // {"ret": "full"}    } admission -> {} (result rate_limited)
+  accept           // the full accepting reply (enc pub, aes, session, ...)
+};
+
+enum class key_effect {
+  none,
+  write_pending,        // new key -> pending
+  write_rejected,       // new key -> rejected
+  pending_to_rejected,  // the stored pending key moves to rejected
+  write_denied,         // the presented key -> denied (the stored one is kept)
+  accept_open,          // open_mode: accepted := pub unless already so; other state removed
+  accept_new,           // new key -> accepted
+  accept_pending        // accepted := pub, pending removed
+};
+
+struct row {
+  verdict what;
+  const char* name;
+  bool (*when)(const facts&);
+  const char* result;      // auth_outcome::result
+  reply_is reply;
+  key_effect effect;
+  const char* act;         // salt/auth event "act" (nullptr: no event); its "result" is true
+                           // for ret_true/accept rows; accept's is fired once the reply is built
+  bool names_minion;       // auth_outcome::id is set (false for rows that refuse before the id)
+  bool after_reply;        // result and log line after the reply, and only if admitted (else before)
+  void (*note)(const facts&, const auth_context&);  // the row's log line(s) and counters
+};
+
+std::span<const row> rows();
+
+// Step 1: the facts of one sign-in (the lazy ones read ctx.keys / ctx.cfg when asked).
+facts classify(const wire::value& load, const auth_context& ctx);
+
+// Step 2: the first row whose condition holds (the last row always does); the notes of
+// the `pass` rows on the way are logged.
+const row& decide(const facts& f, const auth_context& ctx);
+
+}  // namespace auth_table
 
 // Sign-ins dropped as stale since the process started.
 std::uint64_t stale_auth_dropped();
