@@ -126,7 +126,7 @@ class session_store {
 };
 
 // Accepted minion public keys (pki_dir/minions/<id>), cached in memory.
-// Invalidation: key events (salt-key through the CLI socket -> master_core::key_event,
+// Invalidation: key events (salt-key through the CLI socket -> key_service::key_event,
 // sign-in key actions) call invalidate(); an inotify watch on the accepted directory
 // (one thread) drops an entry as soon as its file is written, removed or renamed (an
 // operator's rm/mv, or salt-key run while the master could not be told); and a hit is

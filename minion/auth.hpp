@@ -5,7 +5,7 @@
 //   - X9.31 `sig` over the hex SHA-256 of the AES key, token echo when we sent one,
 //   - PKCS#1 v1.5 signature over the raw `load` bytes with our own signing_algorithm,
 //   - nonce echo, v3 `session` key, master_finger pinning, optional master_sign.pub.
-// No sockets and no timers: the driver (daemon.cpp) sends request.body and feeds the reply.
+// No sockets and no timers: the minion's master_channel (master_channel.cpp) sends request.body and feeds the reply.
 // Files touched: <pki_dir>/minion.pem, minion.pub (created if missing), minion_master.pub
 // (TOFU write), master_sign.pub (read).
 // Thread-safety: make_request()/handle_reply() must be called from one thread at a time

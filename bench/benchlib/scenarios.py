@@ -19,7 +19,7 @@ from .core import Swarm, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, pre
 
 # Master private-key operations per accepted sign-in, derived from the code (see
 # docs/benchmarks.md): minions that already know the master send `token`.
-#   sylvite (master/auth.cpp build_accept + request.cpp): OAEP-decrypt the token (1) +
+#   sylvite (master/auth.cpp build_accept + request_router.cpp): OAEP-decrypt the token (1) +
 #     PKCS#1 v1.5 signature of the clear-signed reply (1); the X9.31 signature of the
 #     AES key digest is computed once per AES key (aes_state.sig), not per sign-in.
 #   Salt 3008.5 (salt/master.py AuthFuncs._auth_impl + _clear_signed): token decrypt (1)

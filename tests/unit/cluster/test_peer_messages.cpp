@@ -102,7 +102,7 @@ TEST(PeerMessages, decode_round_trips) {
 TEST(PeerMessages, same_bytes_as_the_hand_built_maps) {
   const std::string frame("\x82\xa4head\xc0", 7);
   const std::vector<std::string> minions{"m1", "m2"};
-  {  // publisher.cpp
+  {  // job_service.cpp (publish)
     value m = value::object();
     m["jid"] = "j";
     m["frame"] = wire::make_bin(frame);
@@ -111,7 +111,7 @@ TEST(PeerMessages, same_bytes_as_the_hand_built_maps) {
     m["targets"] = value(nullptr);
     EXPECT_EQ(packed(encode(msg::publish{"j", frame, std::nullopt}).body), packed(m));
   }
-  {  // request.cpp
+  {  // job_service.cpp (record_return)
     const value load{{"fun", "test.ping"}, {"return", true}, {"retcode", 0}};
     value m = value::object();
     m["jid"] = "j";
