@@ -24,14 +24,14 @@ int salt_key_main(int argc, char** argv, cli_env& env) {
   std::string user, saltfile, rotate = "True", preserve, log_level, log_file, log_file_level;
   bool quiet = false, hard_crash = false;
   app.add_option("--saltfile", saltfile, "Specify the path to a Saltfile (not supported).");
-  app.add_option("-u,--user", user, "Specify user to run salt-key (accepted; no user switch is done).");
+  app.add_option("-u,--user", user, "Specify user to run salt-key (not supported: refused unless it is the current user).");
   app.add_flag("--hard-crash", hard_crash, "Accepted for compatibility.");
-  app.add_flag("-q,--quiet", quiet, "Suppress output.");
+  app.add_flag("-q,--quiet", quiet, "Suppress output (not supported: refused).");
   app.add_flag("-y,--yes", o.yes, "Answer \"Yes\" to all questions presented. Default: False.");
   app.add_option("--rotate-aes-key", rotate,
                  "Setting this to False prevents the master from refreshing the key session when keys are "
                  "deleted or rejected. Default: True.");
-  app.add_option("--preserve-minions", preserve, "Accepted for compatibility.");
+  app.add_option("--preserve-minions", preserve, "Keep the minion cache of deleted keys (not supported: True is refused).");
   add_output_flags(app, of, "salt-key");
   auto* act = app.add_option_group("Actions");
   act->add_option("-l,--list", o.list,
@@ -85,6 +85,16 @@ int salt_key_main(int argc, char** argv, cli_env& env) {
   // Salt's CLI logging: the console (stderr) at -l (default warning), optionally a file.
   util::init_logging("salt-key", log_level.empty() ? "warning" : log_level, log_file, log_file_level);
   if (!saltfile.empty()) return usage_error("salt-key", usage, "--saltfile is not supported by sylvite", *env.err);
+  // Accepted by Salt; refused here rather than accepted and ignored.
+  if (!user.empty() && user != env.user())
+    return usage_error("salt-key", usage,
+                       "-u/--user is not supported by sylvite: run salt-key as the user '" + user + "' instead",
+                       *env.err);
+  if (quiet) return usage_error("salt-key", usage, "-q/--quiet is not supported by sylvite", *env.err);
+  if (!preserve.empty() && !(preserve == "False" || preserve == "false" || preserve == "0" || preserve == "no"))
+    return usage_error("salt-key", usage,
+                       "--preserve-minions is not supported by sylvite: deleting a key also deletes its minion cache",
+                       *env.err);
   if (o.list && !(o.list->rfind("acc", 0) == 0 || o.list->rfind("pre", 0) == 0 || o.list->rfind("un", 0) == 0 ||
                   o.list->rfind("rej", 0) == 0 || o.list->rfind("den", 0) == 0 || o.list->rfind("all", 0) == 0))
     return usage_error("salt-key", usage, "'" + *o.list + "' is not a valid argument to '--list'", *env.err);

@@ -31,7 +31,7 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
   app.add_option("--saltfile", saltfile, "Specify the path to a Saltfile (not supported).");
   app.add_option("-t,--timeout", timeout, "Change the timeout, if applicable, for the running command (in seconds). Default: 1.");
   app.add_flag("--args-stdin", args_stdin, "Read additional options and/or arguments from stdin (not supported).");
-  app.add_option("--jid", jid, "Pass a JID to be used instead of generating one (accepted).");
+  app.add_option("--jid", jid, "Pass a JID to be used instead of generating one (not supported: refused).");
   app.add_flag("--hard-crash", hard_crash, "Accepted for compatibility.");
   app.add_option("--no-parse", no_parse, "Comma-separated list of named CLI arguments (i.e. argname=value) which should not be parsed as Python data types");
   app.add_flag("-d,--doc,--documentation", doc, "Display documentation for runners (not supported).");
@@ -52,6 +52,7 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
     return usage_error("salt-run", usage, what + " is not supported by sylvite", *env.err);
   };
   if (!saltfile.empty()) return refuse("--saltfile");
+  if (!jid.empty()) return refuse("--jid");
   if (doc) return refuse("-d/--doc");
   if (is_async) return refuse("--async");
   if (args_stdin) return refuse("--args-stdin");

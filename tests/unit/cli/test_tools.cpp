@@ -231,6 +231,9 @@ TEST(SaltRunTool, Refusals) {
   fake_master m;
   EXPECT_EQ(run(cli::salt_run_main, {"salt-run", "--saltfile", "x", "a.b"}, m).rc, 64);
   EXPECT_EQ(run(cli::salt_run_main, {"salt-run", "--async", "a.b"}, m).rc, 64);
+  auto r = run(cli::salt_run_main, {"salt-run", "--jid", "20260101000000000000", "a.b"}, m);
+  EXPECT_EQ(r.rc, 64);
+  EXPECT_NE(r.err.find("--jid is not supported by sylvite"), std::string::npos);
   EXPECT_TRUE(m.requests.empty());
 }
 
@@ -257,6 +260,20 @@ TEST(SaltKeyTool, ListNeedsNoMaster) {
   EXPECT_TRUE(m.requests.empty());
   EXPECT_EQ(run(cli::salt_key_main, {"salt-key", "--saltfile", "x"}, m).rc, 64);
   EXPECT_EQ(run(cli::salt_key_main, {"salt-key", "-c", c.root.string(), "-l", "bogus"}, m).rc, 64);
+}
+
+// Flags Salt accepts that sylvite does not implement are refused, not ignored.
+TEST(SaltKeyTool, UnsupportedFlagsRefused) {
+  temp_conf c;
+  fake_master m;
+  auto r = run(cli::salt_key_main, {"salt-key", "-c", c.root.string(), "-u", "someone", "-L"}, m);
+  EXPECT_EQ(r.rc, 64);
+  EXPECT_NE(r.err.find("-u/--user is not supported"), std::string::npos);
+  EXPECT_EQ(run(cli::salt_key_main, {"salt-key", "-c", c.root.string(), "-u", "tester", "-L"}, m).rc, 0);
+  EXPECT_EQ(run(cli::salt_key_main, {"salt-key", "-c", c.root.string(), "-q", "-L"}, m).rc, 64);
+  EXPECT_EQ(run(cli::salt_key_main, {"salt-key", "-c", c.root.string(), "--preserve-minions", "True", "-L"}, m).rc, 64);
+  EXPECT_EQ(run(cli::salt_key_main, {"salt-key", "-c", c.root.string(), "--preserve-minions", "False", "-L"}, m).rc, 0);
+  EXPECT_TRUE(m.requests.empty());
 }
 
 TEST(SaltKeyTool, GenSignatureAutoCreate) {
