@@ -264,6 +264,9 @@ def test_master_drops_root_to_user(env):
         master = env.master(user=name)
         os.chmod(master.root, 0o755)
         master.start().wait_ready()
+        # The ports and the CLI socket are bound before root is dropped (wait_ready sees
+        # them): wait for the line the drop logs, then look at the process.
+        wait_for(lambda: "running as user sylvite-test" in log_of(master), 30, "the privilege drop")
         status = Path(f"/proc/{master.proc.pid}/status").read_text()
         uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
         gids = next(line for line in status.splitlines() if line.startswith("Gid:")).split()[1:]
