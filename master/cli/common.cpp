@@ -1,6 +1,8 @@
 // sylvite::cli shared helpers (see common.hpp). Messages are Salt 3008's wording.
 #include "master/cli/common.hpp"
 
+#include "core/util/log.hpp"
+
 #include <pwd.h>
 #include <unistd.h>
 
@@ -21,6 +23,19 @@ std::string version_line(const std::string& prog) {
 int usage_error(const std::string& prog, const std::string& usage, const std::string& msg, std::ostream& err) {
   err << "Usage: " << usage << "\n\n" << prog << ": error: " << msg << "\n";
   return ex_usage;
+}
+
+void add_log_flags(CLI::App& app, log_flags& f, bool short_l) {
+  auto* lg = app.add_option_group("Logging Options");
+  lg->add_option(short_l ? "-l,--log-level" : "--log-level", f.level,
+                 "Console logging log level. One of 'all', 'garbage', 'trace', 'debug', 'info', 'warning', 'error', "
+                 "'critical', 'quiet'. Default: 'warning'.");
+  lg->add_option("--log-file", f.file, "Log file path (default: none, the console only).");
+  lg->add_option("--log-file-level", f.file_level, "Logfile logging log level. Default: the console level.");
+}
+
+void init_cli_logging(const std::string& prog, const log_flags& f) {
+  util::init_logging(prog, f.level.empty() ? "warning" : f.level, f.file, f.file_level);
 }
 
 void add_output_flags(CLI::App& app, output_flags& f, const std::string& prog) {

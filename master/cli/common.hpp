@@ -44,6 +44,15 @@ struct output_flags {
   std::string out_file;
   bool out_file_append = false;
 };
+// Salt's "Logging Options" group (-l/--log-level, --log-file, --log-file-level) and the
+// logging it sets up: the console (stderr) at the level (default warning), optionally a
+// file. short_l: -l is the level (salt-key uses -l for --list).
+struct log_flags {
+  std::string level, file, file_level;
+};
+void add_log_flags(CLI::App& app, log_flags& f, bool short_l = true);
+void init_cli_logging(const std::string& prog, const log_flags& f);
+
 void add_output_flags(CLI::App& app, output_flags& f, const std::string& prog);
 // Colour decision as salt.output.get_printout: --force-color, else not --no-color and a tty.
 output::options make_output_options(const output_flags& f);

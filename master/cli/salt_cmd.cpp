@@ -37,6 +37,7 @@ int salt_main(int argc, char** argv, cli_env& env) {
                "salt"};
   app.set_version_flag("--version", version_line("salt"));
   std::string config_dir = "/etc/salt";
+  log_flags logf;
   add_config_dir_flag(app, config_dir);
   output_flags of;
 
@@ -46,7 +47,7 @@ int salt_main(int argc, char** argv, cli_env& env) {
        preview = false, hard_crash = false, make_token = false, args_stdin = false;
   std::string batch, batch_wait, batch_safe_limit, batch_safe_size, returner, return_config, return_kwargs,
       metadata, args_separator = ",", no_parse, delimiter = ":", module_executors, executor_opts, saltfile, eauth,
-      username, password, log_level, log_file, log_file_level, state_output, state_verbose;
+      username, password, state_output, state_verbose;
   int subset = 0;
   bool t_pcre = false, t_list = false, t_grain = false, t_grain_pcre = false, t_nodegroup = false, t_range = false,
        t_compound = false, t_pillar = false, t_pillar_pcre = false, t_ipcidr = false, t_hosts = false;
@@ -104,15 +105,12 @@ int salt_main(int argc, char** argv, cli_env& env) {
   auto* og = app.get_option_group("Output Options");
   og->add_option("--state-output,--state_output", state_output, "Override the configured state_output value (no effect: sylvite has no highstate outputter).");
   og->add_option("--state-verbose,--state_verbose", state_verbose, "Override the configured state_verbose value (no effect: sylvite has no highstate outputter).");
-  auto* lg = app.add_option_group("Logging Options");
-  lg->add_option("-l,--log-level", log_level, "Console logging log level. One of 'all', 'garbage', 'trace', 'debug', 'info', 'warning', 'error', 'critical', 'quiet'. Default: 'warning'.");
-  lg->add_option("--log-file", log_file, "Log file path (default: none, the console only).");
-  lg->add_option("--log-file-level", log_file_level, "Logfile logging log level. Default: the console level.");
+  add_log_flags(app, logf);
   app.add_option("target_function_args", positional, "'<target>' <function> [arguments]");
 
   if (auto rc = parse_cli(app, argc, argv, usage, *env.out, *env.err)) return *rc;
   // Salt's CLI logging: the console (stderr) at -l (default warning), optionally a file.
-  util::init_logging("salt", log_level.empty() ? "warning" : log_level, log_file, log_file_level);
+  init_cli_logging("salt", logf);
 
   // Refuse what sylvite does not implement, clearly and before touching the master.
   auto refuse = [&](const std::string& what) {

@@ -18,10 +18,11 @@ int salt_key_main(int argc, char** argv, cli_env& env) {
   CLI::App app{"salt-key is used to manage Salt authentication keys", "salt-key"};
   app.set_version_flag("--version", version_line("salt-key"));
   std::string config_dir = "/etc/salt";
+  log_flags logf;
   add_config_dir_flag(app, config_dir);
   keys::key_options o;
   output_flags of;
-  std::string user, saltfile, rotate = "True", preserve, log_level, log_file, log_file_level;
+  std::string user, saltfile, rotate = "True", preserve;
   bool quiet = false, hard_crash = false;
   app.add_option("--saltfile", saltfile, "Specify the path to a Saltfile (not supported).");
   app.add_option("-u,--user", user, "Specify user to run salt-key (not supported: refused unless it is the current user).");
@@ -74,16 +75,13 @@ int salt_key_main(int argc, char** argv, cli_env& env) {
   kg->add_option("--signature-path", gs.signature_path, "The path where the signature file should be written.");
   kg->add_option("--pub", gs.pub, "The public-key file to create a signature for.");
   kg->add_flag("--auto-create", gs.auto_create, "Auto-create a signing key-pair if it does not yet exist.");
-  auto* lg = app.add_option_group("Logging Options");
-  lg->add_option("--log-level", log_level, "Console logging log level. One of 'all', 'garbage', 'trace', 'debug', 'info', 'warning', 'error', 'critical', 'quiet'. Default: 'warning'.");
-  lg->add_option("--log-file", log_file, "Log file path (default: none, the console only).");
-  lg->add_option("--log-file-level", log_file_level, "Logfile logging log level. Default: the console level.");
+  add_log_flags(app, logf, false);
 
   std::vector<std::string> stray;  // Salt ignores stray positional arguments (except with -D)
   app.add_option("args", stray)->group("");
   if (auto rc = parse_cli(app, argc, argv, usage, *env.out, *env.err)) return *rc;
   // Salt's CLI logging: the console (stderr) at -l (default warning), optionally a file.
-  util::init_logging("salt-key", log_level.empty() ? "warning" : log_level, log_file, log_file_level);
+  init_cli_logging("salt-key", logf);
   if (!saltfile.empty()) return usage_error("salt-key", usage, "--saltfile is not supported by sylvite", *env.err);
   // Accepted by Salt; refused here rather than accepted and ignored.
   if (!user.empty() && user != env.user())

@@ -22,11 +22,12 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
                "salt-run"};
   app.set_version_flag("--version", version_line("salt-run"));
   std::string config_dir = "/etc/salt";
+  log_flags logf;
   add_config_dir_flag(app, config_dir);
   output_flags of;
   int timeout = 0;
   bool doc = false, is_async = false, hard_crash = false, skip_grains = false, args_stdin = false;
-  std::string jid, no_parse, saltfile, eauth, log_level, log_file, log_file_level;
+  std::string jid, no_parse, saltfile, eauth;
   std::vector<std::string> positional;
   app.add_option("--saltfile", saltfile, "Specify the path to a Saltfile (not supported).");
   app.add_option("-t,--timeout", timeout, "Change the timeout, if applicable, for the running command (in seconds). Default: 1.");
@@ -39,15 +40,12 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
   app.add_flag("--skip-grains", skip_grains, "Do not load grains (accepted).");
   app.add_option("-a,--auth,--eauth,--external-auth", eauth, "External authentication (not supported).");
   add_output_flags(app, of, "salt-run");
-  auto* lg = app.add_option_group("Logging Options");
-  lg->add_option("-l,--log-level", log_level, "Console logging log level. One of 'all', 'garbage', 'trace', 'debug', 'info', 'warning', 'error', 'critical', 'quiet'. Default: 'warning'.");
-  lg->add_option("--log-file", log_file, "Log file path (default: none, the console only).");
-  lg->add_option("--log-file-level", log_file_level, "Logfile logging log level. Default: the console level.");
+  add_log_flags(app, logf);
   app.add_option("function_args", positional, "<function> [arguments]");
 
   if (auto rc = parse_cli(app, argc, argv, usage, *env.out, *env.err)) return *rc;
   // Salt's CLI logging: the console (stderr) at -l (default warning), optionally a file.
-  util::init_logging("salt-run", log_level.empty() ? "warning" : log_level, log_file, log_file_level);
+  init_cli_logging("salt-run", logf);
   auto refuse = [&](const std::string& what) {
     return usage_error("salt-run", usage, what + " is not supported by sylvite", *env.err);
   };
