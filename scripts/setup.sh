@@ -17,6 +17,7 @@ packages=(
   iproute2 iptables procps psmisc
   glusterfs-server glusterfs-client
   haproxy
+  libzmq3-dev cppzmq-dev
 )
 missing=()
 for p in "${packages[@]}"; do
