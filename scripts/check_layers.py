@@ -55,6 +55,7 @@ EXTERNAL = {
     "openssl/": ("OpenSSL::Crypto", "OpenSSL::SSL"),
     "yaml-cpp/": ("yaml-cpp",),
     "CLI/": ("CLI11::CLI11",),
+    "zmq.h": ("PkgConfig::ZMQ",),
 }
 
 HEADER_EXT = (".hpp", ".h", ".hh", ".ipp", ".inc")
