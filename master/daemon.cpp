@@ -17,12 +17,16 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "cluster/peer_bus.hpp"
 #include "core/transport/transport.hpp"
+#include "core/transport/zmq.hpp"
 #include "core/util/log.hpp"
 #include "core/util/rate_limit.hpp"
 #include "master/health_server.hpp"
@@ -56,6 +60,73 @@ class pub_adapter final : public pub_sink {
 
  private:
   transport::pub_server& s_;
+};
+
+// ZeroMQ's publish port. PUB does not know its subscribers, so presence is estimated as
+// Salt does for ZeroMQ (salt/utils/minions.py connected_ids): a minion counts as connected
+// when the address it last made an authenticated request from has a subscriber on the
+// publish port; with zmq_filtering, when its topic (sha1 of the id) is subscribed.
+class zmq_pub_adapter final : public pub_sink {
+ public:
+  zmq_pub_adapter(transport::zmq_pub_server& s, bool filtering) : s_(s), filtering_(filtering) {}
+  void publish_all(std::shared_ptr<const std::string> frame) override {
+    if (auto p = body_of(*frame)) s_.publish_all(std::move(p));
+  }
+  void publish_to(std::shared_ptr<const std::string> frame, const std::vector<std::string>& ids) override {
+    if (auto p = body_of(*frame)) s_.publish_to(std::move(p), ids);
+  }
+  std::vector<std::string> connected_ids() const override {
+    std::vector<std::string> out;
+    const auto live = live_keys();
+    std::lock_guard lk(mu_);
+    for (const auto& [id, who] : seen_)
+      if (live.count(filtering_ ? who.topic : who.address)) out.push_back(id);
+    return out;  // std::map: sorted
+  }
+  bool is_connected(const std::string& id) const override {
+    const auto live = live_keys();
+    std::lock_guard lk(mu_);
+    auto it = seen_.find(id);
+    return it != seen_.end() && live.count(filtering_ ? it->second.topic : it->second.address);
+  }
+  std::size_t connection_count() const override { return s_.connection_count(); }
+  bool identifies_connections() const override { return false; }
+  void disconnect(const std::string& id) override {
+    // A deleted/rejected key: the rotated AES key keeps it from reading publishes; a SUB
+    // socket cannot be closed from the PUB side.
+    std::lock_guard lk(mu_);
+    seen_.erase(id);
+  }
+  // An authenticated request from id at address (request port).
+  void seen(const std::string& id, const std::string& address) {
+    std::lock_guard lk(mu_);
+    auto& w = seen_[id];
+    if (w.address == address && !w.topic.empty()) return;
+    w.address = address;
+    if (w.topic.empty()) w.topic = transport::zmq_framing::topic_of(id);
+  }
+
+ private:
+  struct where {
+    std::string address;
+    std::string topic;
+  };
+  std::set<std::string> live_keys() const {
+    auto v = filtering_ ? s_.topics() : s_.peer_addresses();
+    return {v.begin(), v.end()};
+  }
+  static std::shared_ptr<const std::string> body_of(const std::string& frame) {
+    auto f = wire::unpack(frame);
+    if (!f) return nullptr;
+    auto b = wire::find(*f, "body");
+    auto bytes = b ? wire::as_bytes(*b) : std::nullopt;
+    if (!bytes) return nullptr;
+    return std::make_shared<const std::string>(*bytes);
+  }
+  transport::zmq_pub_server& s_;
+  const bool filtering_;
+  mutable std::mutex mu_;
+  std::map<std::string, where> seen_;
 };
 
 class peer_adapter final : public peer_sink {
@@ -220,40 +291,79 @@ int run_master(const config::master_config& cfg) {
   auto shed_log = std::make_shared<util::log_limiter>();
 
   const std::string host = bind_host(cfg);
-  transport::req_server req(
-      io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.ret_port), {}}, ropt,
-      [core, &pool, shed_log, qmax = cfg.request_queue_size](value body, std::shared_ptr<transport::responder> r) {
-        auto task = [core, body = std::move(body), r]() mutable {
-          bool authenticated = false;
-          value reply = core->handle_request(body, r->peer().address, &authenticated);
-          if (authenticated) r->mark_authenticated();
-          r->reply(std::move(reply));
-        };
-        if (!pool.submit(std::move(task))) {
-          core->counters().dropped++;
-          if (const auto n = shed_log->hit())
-            spdlog::warn("request queue full ({} waiting, request_queue_size): shed {} request(s) in the last "
-                         "interval, e.g. from {}; minions retry",
-                         qmax, n, r->peer().address);
-        }
-      });
+  const auto tkind = transport::parse_kind(cfg.transport).value_or(transport::kind::zeromq);
+  transport::zmq_options zopt;
+  zopt.filtering = cfg.zmq.zmq_filtering;
+  zopt.monitor = cfg.zmq.zmq_monitor;
+  zopt.pub_hwm = cfg.pub_hwm;
+  zopt.backlog = cfg.zmq_backlog;
+  zopt.heartbeat_ivl_ms = cfg.zmq.zmq_heartbeat_ivl;
+  zopt.heartbeat_timeout_ms = cfg.zmq.zmq_heartbeat_timeout;
+  zopt.ipv6 = cfg.ipv6;
+  std::atomic<zmq_pub_adapter*> zsink_ref{nullptr};  // ZeroMQ: learns minion addresses
+  const transport::request_handler on_request = [core, &pool, shed_log, &zsink_ref, qmax = cfg.request_queue_size](
+                                                    value body, std::shared_ptr<transport::responder> r) {
+    auto task = [core, body = std::move(body), r, &zsink_ref]() mutable {
+      bool authenticated = false;
+      std::string who;
+      value reply = core->handle_request(body, r->peer().address, &authenticated, &who);
+      if (authenticated) r->mark_authenticated();
+      if (!who.empty())
+        if (auto* z = zsink_ref.load()) z->seen(who, r->peer().address);
+      r->reply(std::move(reply));
+    };
+    if (!pool.submit(std::move(task))) {
+      core->counters().dropped++;
+      if (const auto n = shed_log->hit())
+        spdlog::warn("request queue full ({} waiting, request_queue_size): shed {} request(s) in the last "
+                     "interval, e.g. from {}; minions retry",
+                     qmax, n, r->peer().address);
+    }
+  };
+  const transport::endpoint ret_ep{host, static_cast<std::uint16_t>(cfg.ret_port), {}};
+  const transport::endpoint pub_ep{host, static_cast<std::uint16_t>(cfg.publish_port), {}};
   std::atomic<transport::pub_server*> pub_ref{nullptr};  // for hellos checked on a worker thread
   // A hello whose key is not in memory is checked on a worker thread (a shared file system
   // can stall).
   const master_core::offload_fn hello_offload = [core, &pool](std::function<void()> f) {
     return pool.submit([core, f = std::move(f)] { f(); });
   };
-  transport::pub_server pub(
-      io, transport::endpoint{host, static_cast<std::uint16_t>(cfg.publish_port), {}}, topt,
-      [core, &hello_offload, &pub_ref](const value& body, const transport::peer_info& p) {
-        return core->handle_hello(body, p.address, hello_offload, [&pub_ref, conn = p.conn_id](const std::string& id) {
-          if (auto* ps = pub_ref.load()) ps->identify(conn, id);
-        });
-      },
-      [core](const std::string& id, bool connected) { core->on_presence(id, connected); });
-  pub_ref = &pub;
-  pub_adapter sink(pub);
-  core->set_pub_sink(&sink);
+  // One transport per master (Salt's `transport`): TCP servers or ZeroMQ sockets.
+  std::unique_ptr<transport::req_server> req;
+  std::unique_ptr<transport::pub_server> pub;
+  std::unique_ptr<transport::zmq_req_server> zreq;
+  std::unique_ptr<transport::zmq_pub_server> zpub;
+  std::unique_ptr<pub_sink> sink;
+  if (tkind == transport::kind::tcp) {
+    req = std::make_unique<transport::req_server>(io, ret_ep, ropt, on_request);
+    pub = std::make_unique<transport::pub_server>(
+        io, pub_ep, topt,
+        [core, &hello_offload, &pub_ref](const value& body, const transport::peer_info& p) {
+          return core->handle_hello(body, p.address, hello_offload, [&pub_ref, conn = p.conn_id](const std::string& id) {
+            if (auto* ps = pub_ref.load()) ps->identify(conn, id);
+          });
+        },
+        [core](const std::string& id, bool connected) { core->on_presence(id, connected); });
+    pub_ref = pub.get();
+    sink = std::make_unique<pub_adapter>(*pub);
+  } else {
+    zreq = std::make_unique<transport::zmq_req_server>(io, ret_ep, ropt, zopt, on_request);
+    zpub = std::make_unique<transport::zmq_pub_server>(io, pub_ep, topt, zopt);
+    auto zs = std::make_unique<zmq_pub_adapter>(*zpub, zopt.filtering);
+    zsink_ref = zs.get();
+    sink = std::move(zs);
+  }
+  core->set_pub_sink(sink.get());
+  const auto start_pub = [&]() -> result<void> { return pub ? pub->start() : zpub->start(); };
+  const auto start_req = [&]() -> result<void> { return req ? req->start() : zreq->start(); };
+  const auto stop_ports = [&] {
+    if (req) req->stop();
+    if (pub) pub->stop();
+    if (zreq) zreq->stop();
+    if (zpub) zpub->stop();
+  };
+  const auto pub_port = [&] { return pub ? pub->bound_port() : zpub->bound_port(); };
+  const auto req_port = [&] { return req ? req->bound_port() : zreq->bound_port(); };
 
   transport::options copt = topt;
   copt.tcp_keepalive = false;
@@ -320,11 +430,11 @@ int run_master(const config::master_config& cfg) {
                  cfg.cluster_peers.size());
   }
 
-  if (auto r = pub.start(); !r) {
+  if (auto r = start_pub(); !r) {
     spdlog::critical("cannot listen on {}:{} (publish_port): {}", host, cfg.publish_port, r.error().message());
     return 1;
   }
-  if (auto r = req.start(); !r) {
+  if (auto r = start_req(); !r) {
     spdlog::critical("cannot listen on {}:{} (ret_port): {}", host, cfg.ret_port, r.error().message());
     return 1;
   }
@@ -352,13 +462,14 @@ int run_master(const config::master_config& cfg) {
   if (!drop_privileges(cfg)) {
     if (health) health->stop();
     cli.stop();
-    req.stop();
-    pub.stop();
+    stop_ports();
     if (bus) bus->stop();
     return 1;
   }
-  spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port), CLI socket {}", host,
-               req.bound_port(), host, pub.bound_port(), cli_socket_path(cfg.sock_dir).string());
+  spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port) over {}{}, CLI socket {}", host,
+               req_port(), host, pub_port(), transport::kind_name(tkind),
+               tkind == transport::kind::zeromq ? " (libzmq " + transport::zmq_version() + ")" : std::string(),
+               cli_socket_path(cfg.sock_dir).string());
 
   bool stopping = false;
   asio::steady_timer timer(io);
@@ -384,8 +495,7 @@ int run_master(const config::master_config& cfg) {
     ready_probe.set_shutting_down();
     if (health) health->stop();
     cli.stop();
-    req.stop();
-    pub.stop();
+    stop_ports();
     if (bus) bus->stop();
   });
   std::function<void()> arm_hup;

@@ -161,6 +161,7 @@ std::shared_ptr<const std::string> job_service::relay_frame(const std::string& f
 // connections exist; the minion filters itself (as for grain targets), and the first
 // publish it cannot decrypt makes it re-authenticate.
 bool job_service::topic_fallback(pub_sink& sink, const std::vector<std::string>& targets) const {
+  if (!sink.identifies_connections()) return false;  // ZeroMQ: topics (or a broadcast) anyway
   bool missing = false;
   for (const auto& id : targets) {
     if (!sink.is_connected(id)) {

@@ -75,8 +75,11 @@ class master_core {
   cli_service& cli() noexcept { return *cli_; }
 
   // ---- request port (blocking work: call from the worker pool): request_router::handle
-  wire::value handle_request(const wire::value& body, const std::string& peer, bool* authenticated = nullptr) {
-    return router_->handle(body, peer, authenticated);
+  // minion_id: set to the requester's id when authenticated (the ZeroMQ port learns which
+  // address a minion uses from it).
+  wire::value handle_request(const wire::value& body, const std::string& peer, bool* authenticated = nullptr,
+                             std::string* minion_id = nullptr) {
+    return router_->handle(body, peer, authenticated, minion_id);
   }
 
   // ---- publish port (io thread): key_service::identify_hello. This form may read the

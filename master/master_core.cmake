@@ -20,7 +20,7 @@ sylvite_library(sylvite_master
 
 sylvite_library(sylvite_master_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp
-  DEPS sylvite::master sylvite::cluster_bus sylvite::transport)
+  DEPS sylvite::master sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
 
 sylvite_executable(salt-master
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/main.cpp

@@ -76,7 +76,7 @@ value request_router::refuse(const std::string& peer, const std::string& reason,
   return reply;
 }
 
-value request_router::handle(const value& body, const std::string& peer, bool* authenticated) {
+value request_router::handle(const value& body, const std::string& peer, bool* authenticated, std::string* minion_id) {
   counters_.requests++;
   try {
     if (!body.is_object() || !wire::find(body, "enc") || !wire::find(body, "load")) {
@@ -189,6 +189,7 @@ value request_router::handle(const value& body, const std::string& peer, bool* a
       spdlog::trace("AES payload received with command {} from {}", cmd, id);
       // Decrypted with a key only accepted minions hold (v3: and the token verified).
       if (authenticated && !load.empty()) *authenticated = true;
+      if (minion_id && !load.empty()) *minion_id = id;
       value ret = dispatch_aes(cmd, load, peer);
       if (cmd == "_pillar" && wire::find(load, "id")) {
         return encrypt_private(ret, id, nonce, version > 1, body);
@@ -206,7 +207,11 @@ value request_router::handle(const value& body, const std::string& peer, bool* a
     auto cmd_v = wire::get_text(load, "cmd");
     if (cmd_v && *cmd_v == "_auth") {
       value r = handle_auth(load, version, peer);
-      if (authenticated && r.is_object() && wire::find(r, "aes")) *authenticated = true;  // accepted
+      if (r.is_object() && wire::find(r, "aes")) {  // accepted
+        if (authenticated) *authenticated = true;
+        if (minion_id)
+          if (auto i = wire::get_text(load, "id")) *minion_id = std::string(*i);
+      }
       return r;
     }
     if (cmd_v && *cmd_v == "ping") {

@@ -46,7 +46,8 @@ class request_router {
   // the request proved an accepted minion: an AES request that decrypted (v3: and its
   // token verified) or an accepted _auth; the transport then lifts the connection's
   // pre-authentication limits.
-  wire::value handle(const wire::value& body, const std::string& peer, bool* authenticated = nullptr);
+  wire::value handle(const wire::value& body, const std::string& peer, bool* authenticated = nullptr,
+                     std::string* minion_id = nullptr);
 
   // An AES command's handler: the decrypted load (without nonce/tok) and the peer.
   using aes_handler = std::function<wire::value(wire::value& load, const std::string& peer)>;

@@ -1,7 +1,7 @@
 // sylvite::master service seams: what the master's services see of each other and of
 // the outside. master_core (master.hpp) is the composition root that makes one of each
 // service and wires them through these:
-//   pub_sink      the publish port (a transport: today transport::pub_server over TCP)
+//   pub_sink      the publish port (transport::pub_server over TCP, or zmq_pub_server)
 //   cli_reply     one CLI connection (the Unix-socket IPC)
 //   peer_sink     the cluster peer bus
 //   master_links  the sinks in force (set by the daemon once its servers run; null in tests
@@ -20,8 +20,8 @@
 
 namespace sylvite::master {
 
-// The publish server as the core sees it (implemented over transport::pub_server). A
-// second transport (ZeroMQ) implements the same interface.
+// The publish server as the core sees it (transport::pub_server, or zmq_pub_server for
+// ZeroMQ). Frames are complete TCP frames ({head, body}); the ZeroMQ sink sends the body.
 class pub_sink {
  public:
   virtual ~pub_sink() = default;
@@ -30,6 +30,10 @@ class pub_sink {
   virtual std::vector<std::string> connected_ids() const = 0;
   virtual bool is_connected(const std::string& id) const = 0;
   virtual std::size_t connection_count() const = 0;  // identified or not
+  // True when each connection is known by minion id (TCP: the hello). ZeroMQ's PUB socket
+  // does not know its subscribers: connected_ids() is then an estimate (see daemon.cpp)
+  // and publish_to() is a broadcast unless zmq_filtering is on.
+  virtual bool identifies_connections() const { return true; }
   // Close every publish connection identified as id (key deleted/rejected).
   virtual void disconnect(const std::string& id) = 0;
 };

@@ -391,7 +391,21 @@ constexpr std::int64_t k_max64 = INT64_MAX;
 
 // Fields common to both daemons are visited in each visit_* (kept in struct order).
 template <class V>
+void visit_zmq(zmq_settings& z, V& v) {
+  v.boolean("zmq_filtering", z.zmq_filtering);
+  v.boolean("zmq_monitor", z.zmq_monitor);
+  v.integer("zmq_heartbeat_ivl", z.zmq_heartbeat_ivl, 0, k_max);
+  v.integer("zmq_heartbeat_timeout", z.zmq_heartbeat_timeout, 0, k_max);
+}
+
+const std::vector<std::string> k_transports = {"zeromq", "tcp"};
+
+template <class V>
 void visit_master(master_config& c, V& v) {
+  v.enumeration("transport", c.transport, k_transports);
+  visit_zmq(c.zmq, v);
+  v.integer("pub_hwm", c.pub_hwm, 1, k_max);
+  v.integer("zmq_backlog", c.zmq_backlog, 1, k_max);
   v.string("interface", c.interface);
   v.boolean_or_null("ipv6", c.ipv6);
   v.port("publish_port", c.publish_port);
@@ -473,6 +487,12 @@ void visit_master(master_config& c, V& v) {
 
 template <class V>
 void visit_minion(minion_config& c, V& v) {
+  v.enumeration("transport", c.transport, k_transports);
+  visit_zmq(c.zmq, v);
+  v.integer("recon_default", c.recon_default, 1, k_max);
+  v.integer("recon_max", c.recon_max, 0, k_max);
+  v.boolean("recon_randomize", c.recon_randomize);
+  v.boolean_or_null("ipv6", c.ipv6);
   v.port("master_port", c.master_port);
   v.integer("master_alive_interval", c.master_alive_interval, 0, k_max);
   v.boolean("master_failback", c.master_failback);

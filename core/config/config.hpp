@@ -31,8 +31,20 @@ using config_result = boost::system::result<T, config_error>;
 
 using roots_map = std::map<std::string, std::vector<std::string>>;  // saltenv -> dirs
 
+// Salt's transport options (both daemons). transport: "zeromq" (Salt's default) or "tcp".
+struct zmq_settings {
+  bool zmq_filtering = false;       // topics: only targeted minions receive a publish
+  bool zmq_monitor = false;         // log every ZeroMQ socket event
+  int zmq_heartbeat_ivl = 10000;    // ms between ZMTP PINGs (0 = off)
+  int zmq_heartbeat_timeout = 30000;// ms without traffic before a peer is dropped
+};
+
 struct master_config {
   std::filesystem::path config_dir;  // the -c directory
+  std::string transport = "zeromq";
+  zmq_settings zmq;
+  int pub_hwm = 1000;                // ZeroMQ: publishes queued per subscriber
+  int zmq_backlog = 1000;            // ZeroMQ: listen() backlog
   std::string id;                    // default: hostname + "_master" (as Salt)
   std::string interface = "0.0.0.0";
   bool ipv6 = false;
@@ -132,6 +144,12 @@ struct master_address {
 
 struct minion_config {
   std::filesystem::path config_dir;
+  std::string transport = "zeromq";
+  zmq_settings zmq;
+  int recon_default = 1000;                 // ms; ZeroMQ reconnect interval
+  int recon_max = 10000;                    // ms; ... its maximum
+  bool recon_randomize = true;              // random interval in [recon_default, recon_default + recon_max]
+  bool ipv6 = false;
   std::string id;                          // default: the fqdn (as Salt)
   std::vector<std::string> master = {"salt"};  // string in file -> one element
   bool master_is_list = false;              // true if the file gave a list

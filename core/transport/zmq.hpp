@@ -122,8 +122,9 @@ class zmq_req_server {
   // Requests refused before the handler (too large/deep before auth, not a request).
   std::uint64_t refused() const;
 
+  struct impl;  // internal (zmq_server.cpp)
+
  private:
-  struct impl;
   std::shared_ptr<impl> impl_;
 };
 
