@@ -1,6 +1,8 @@
 // sylvite::transport::zmq_detail: see zmq_socket.hpp.
 #include "core/transport/zmq_socket.hpp"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 #include <zmq.h>
 
@@ -12,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "core/crypto/rsa.hpp"
 
 namespace sylvite::transport {
 
@@ -25,6 +29,17 @@ namespace zmq_detail {
 
 void* context() {
   static void* ctx = [] {
+    // libzmq numbers the ROUTER peers that announce no routing id from rand(), which
+    // nothing seeds: every process starts at 0x006b8b4567 and counts up. A peer that
+    // announces the next number as its own id makes libzmq abort (an assertion in
+    // router_t::identify_peer when the generated id collides), in Salt's master too.
+    // A random start makes the next number unguessable (docs/security.md, ZeroMQ).
+    {
+      const std::string r = crypto::random_bytes(sizeof(unsigned));
+      unsigned seed = 0;
+      std::memcpy(&seed, r.data(), std::min(r.size(), sizeof seed));
+      std::srand(seed ^ static_cast<unsigned>(::getpid()));
+    }
     void* c = zmq_ctx_new();
     if (!c) {
       spdlog::critical("libzmq: cannot create a context: {}", zmq_strerror(errno));
