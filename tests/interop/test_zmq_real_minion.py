@@ -136,6 +136,25 @@ def test_bad_input_on_zmq_ports_is_refused_and_master_keeps_serving(env):
         with pytest.raises(zmq.Again):
             req.recv()
         req.close()
+        # libzmq's unseeded ROUTER numbering: peers announcing the ids an unseeded process
+        # would hand out next, then anonymous peers (would abort an unseeded master).
+        evil = []
+        for i in range(8):
+            d = ctx.socket(zmq.DEALER)
+            d.setsockopt(zmq.LINGER, 0)
+            d.setsockopt(zmq.ROUTING_ID, b"\x00" + (0x6b8b4567 + i).to_bytes(4, "big"))
+            d.connect(f"tcp://127.0.0.1:{master.ret_port}")
+            d.send_multipart([b"", b"\x80"])
+            evil.append(d)
+        anon = []
+        for i in range(16):
+            a = ctx.socket(zmq.DEALER)
+            a.setsockopt(zmq.LINGER, 0)
+            a.connect(f"tcp://127.0.0.1:{master.ret_port}")
+            a.send_multipart([b"", b"\x80"])
+            anon.append(a)
+        for sck in evil + anon:
+            sck.close()
         big = ctx.socket(zmq.DEALER)
         big.setsockopt(zmq.LINGER, 0)
         big.connect(f"tcp://127.0.0.1:{master.ret_port}")
