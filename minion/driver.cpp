@@ -460,7 +460,8 @@ class daemon : public std::enable_shared_from_this<daemon> {
     auto chan = c->chan;
     auto aes = chan ? chan->aes() : nullptr;
     if (!aes) co_return false;
-    c->pub = transport::pub_client::create(self->io_.get_executor(), self->topts());
+    c->pub = transport::make_pub_client(transport_kind(self->cfg_), self->io_.get_executor(), self->topts(),
+                                        zmq_options_of(self->cfg_), self->cfg_.id);
     wire::value hello = make_hello(self->cfg_.id, chan->auth().tok(), *aes);
     // Named locals only: GCC 12 mishandles temporaries with destructors inside co_await
     // expressions (double destruction), so nothing is constructed in the call below.
@@ -562,8 +563,9 @@ class daemon : public std::enable_shared_from_this<daemon> {
     } else {
       transport::options o = self->topts();
       o.connect_timeout = timeout;
-      auto client = transport::req_client::create(
-          self->io_.get_executor(), transport::endpoint{c->host, static_cast<std::uint16_t>(c->port), {}}, o);
+      auto client = transport::make_req_client(transport_kind(self->cfg_), self->io_.get_executor(),
+                                               transport::endpoint{c->host, static_cast<std::uint16_t>(c->port), {}},
+                                               o, zmq_options_of(self->cfg_));
       auto r = co_await client->request(clear_ping_body(self->cfg_.id), timeout);
       client->close();
       ok = static_cast<bool>(r);

@@ -31,6 +31,23 @@ transport::options transport_options(const config::minion_config& cfg) {
   return o;
 }
 
+transport::kind transport_kind(const config::minion_config& cfg) {
+  return transport::parse_kind(cfg.transport).value_or(transport::kind::zeromq);
+}
+
+transport::zmq_options zmq_options_of(const config::minion_config& cfg) {
+  transport::zmq_options z;
+  z.filtering = cfg.zmq.zmq_filtering;
+  z.monitor = cfg.zmq.zmq_monitor;
+  z.heartbeat_ivl_ms = cfg.zmq.zmq_heartbeat_ivl;
+  z.heartbeat_timeout_ms = cfg.zmq.zmq_heartbeat_timeout;
+  z.recon_default_ms = cfg.recon_default;
+  z.recon_max_ms = cfg.recon_max;
+  z.recon_randomize = cfg.recon_randomize;
+  z.ipv6 = cfg.ipv6;
+  return z;
+}
+
 wire::value clear_ping_body(const std::string& id) {
   wire::value load = wire::value::object();
   load["cmd"] = "ping";
@@ -60,9 +77,9 @@ master_channel::master_channel(asio::io_context& io, const config::minion_config
   who_.tok = auth_->tok();
   who_.enc_name = cfg_.encryption_algorithm;
   who_.sig_name = cfg_.signing_algorithm;
-  req_ = transport::req_client::create(io_.get_executor(),
-                                       transport::endpoint{master_host_, static_cast<std::uint16_t>(master_port_), {}},
-                                       std::move(topt));
+  req_ = transport::make_req_client(transport_kind(cfg_), io_.get_executor(),
+                                    transport::endpoint{master_host_, static_cast<std::uint16_t>(master_port_), {}},
+                                    std::move(topt), zmq_options_of(cfg_));
 }
 
 std::shared_ptr<const wire::value> master_channel::pillar() const {

@@ -39,6 +39,7 @@
 #include "core/config/config.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/transport/transport.hpp"
+#include "core/transport/zmq.hpp"
 #include "core/wire/value.hpp"
 #include "minion/auth.hpp"
 #include "minion/channel.hpp"
@@ -52,6 +53,9 @@ namespace asio = boost::asio;
 
 // The transport options of the minion config (frame size, keepalive, connect timeout).
 transport::options transport_options(const config::minion_config& cfg);
+// The minion's transport (`transport`: zeromq, Salt's default, or tcp) and its ZeroMQ options.
+transport::kind transport_kind(const config::minion_config& cfg);
+transport::zmq_options zmq_options_of(const config::minion_config& cfg);
 
 // Salt's status.ping_master request: {"cmd": "ping", "id"} in the clear (the master echoes
 // it). The heartbeat and the probes send it.
