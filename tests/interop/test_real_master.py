@@ -1,5 +1,8 @@
-"""Issue 3, test 2: a sylvite minion under an unmodified Salt 3008 salt-master."""
+"""Issue 3, test 2: a sylvite minion under an unmodified Salt 3008 salt-master; issue 16:
+on both transports (zeromq is Salt's default: the real master runs with transport unset)."""
 import json
+
+import pytest
 
 from conftest import SALT3008
 from sylvite_harness import wait_for
@@ -7,12 +10,19 @@ from sylvite_harness import wait_for
 REAL = SALT3008
 
 
-def test_sylvite_minion_under_real_master(env):
+@pytest.mark.parametrize("transport", ["tcp", "zeromq"])
+def test_sylvite_minion_under_real_master(env, transport):
     master = env.master(name="realmaster")
+    if transport == "zeromq":
+        master.opts.pop("transport", None)  # the real master's default
+        master.write_config()
+    (master.pillar_root / "top.sls").write_text("base:\n  '*':\n    - data\n")
+    (master.pillar_root / "data.sls").write_text("app:\n  name: demo\n")
+    (master.file_root / "motd.txt").write_text("from the real master\n")
     master.start(binary=str(REAL / "salt-master"))
     wait_for(lambda: master.cli("salt-key", "-L", "--out", "json", binary_dir=REAL).returncode == 0, 60,
              "real salt-master to start")
-    minion = env.minion("sylv1", master, grains={"role": "db"}).start()
+    minion = env.minion("sylv1", master, grains={"role": "db"}, transport=transport).start()
 
     def pending():
         r = master.cli("salt-key", "-L", "--out", "json", binary_dir=REAL)
@@ -34,3 +44,14 @@ def test_sylvite_minion_under_real_master(env):
     assert salt("-G", "role:db", "test.ping") == {"sylv1": True}
     r = master.cli("salt", "-G", "role:web", "test.ping", binary_dir=REAL, timeout=120)
     assert "No minions matched the target" in r.stdout + r.stderr
+    assert salt("sylv1", "pillar.items", "unmask=True") == {"sylv1": {"app": {"name": "demo"}}}
+    dest = env.root / "motd.copy"
+    assert salt("sylv1", "cp.get_file", "salt://motd.txt", str(dest)) == {"sylv1": str(dest)}
+    assert dest.read_text() == "from the real master\n"
+    r = minion.salt_call("test.ping", "--out", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"local": True}, r.stdout + r.stderr
+    r = master.cli("salt", "--async", "sylv1", "test.echo", "in-the-cache", binary_dir=REAL)
+    jid = r.stdout.strip().split()[-1]
+    wait_for(lambda: json.loads(master.cli("salt-run", "jobs.lookup_jid", jid, "--out", "json",
+                                           binary_dir=REAL).stdout or "{}") == {"sylv1": "in-the-cache"},
+             60, "the real master's job cache to hold the return")
