@@ -30,25 +30,34 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Real Salt in a venv (cached: reinstalled only when the version changes).
-mkdir -p "$build"
+# Real Salt in virtualenvs, cached outside the checkout (SYLVITE_CACHE, default
+# /var/cache/sylvite) and linked as BUILD_DIR/venv and BUILD_DIR/venv-3007: a fresh clone
+# (CI) reuses them instead of spending ~20 minutes installing Salt twice. A venv is
+# (re)installed only when its Salt version is not the one asked for.
+cache=${SYLVITE_CACHE:-/var/cache/sylvite}
+mkdir -p "$build" "$cache"
+salt_venv() {  # salt_venv LINK VERSION
+  local link=$1 version=$2 target
+  target="$cache/salt-$version-$(python3 -c 'import sys; print("py%d.%d" % sys.version_info[:2])')"
+  if [[ -d "$link" && ! -L "$link" ]] && "$link/bin/salt-call" --version 2>/dev/null | grep -q "^salt-call $version"; then
+    return 0  # an older checkout's venv in place: keep it
+  fi
+  if ! "$target/bin/salt-call" --version 2>/dev/null | grep -q "^salt-call $version"; then
+    echo "setup: installing Salt $version into $target (a few minutes the first time)"
+    rm -rf "$target"
+    python3 "$here/scripts/install-salt.py" "$target" "$version"
+  fi
+  rm -rf "$link"
+  ln -s "$target" "$link"
+}
+salt_venv "$build/venv" "$SALT_VERSION"
 venv="$build/venv"
-if ! "$venv/bin/salt-call" --version 2>/dev/null | grep -q "^salt-call $SALT_VERSION"; then
-  echo "setup: installing Salt $SALT_VERSION into $venv (a few minutes the first time)"
-  rm -rf "$venv"
-  python3 "$here/scripts/install-salt.py" "$venv" "$SALT_VERSION"
-fi
 # Salt 3007.3: the last release on request protocol v2 (interop tests of minimum_auth_version).
 SALT_V2_VERSION=${SALT_V2_VERSION:-3007.3}
-venv2="$build/venv-3007"
-if ! "$venv2/bin/salt-call" --version 2>/dev/null | grep -q "^salt-call $SALT_V2_VERSION"; then
-  echo "setup: installing Salt $SALT_V2_VERSION into $venv2"
-  rm -rf "$venv2"
-  python3 "$here/scripts/install-salt.py" "$venv2" "$SALT_V2_VERSION"
-fi
+salt_venv "$build/venv-3007" "$SALT_V2_VERSION"
 
 # Test tools in the same venv (cheap when already there).
-if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography" 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography
+if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq
 fi
 echo "setup: ok ($("$venv/bin/salt-call" --version))"
