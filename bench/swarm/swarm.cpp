@@ -230,7 +230,7 @@ bool swarm::prepare() {
   // minion (measured): the TCP connection, the SUB socket's mailbox (eventfd) and the two
   // PAIR sockets of the socket monitor that core/transport's pub client puts on every SUB
   // socket (whatever connect_events says); a request client opens up to 8 REQ sockets
-  // (TCP connection + mailbox each).
+  // (TCP connection + mailbox + monitor's two each).
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
@@ -238,7 +238,7 @@ bool swarm::prepare() {
   }
   getrlimit(RLIMIT_NOFILE, &rl);
   const std::size_t per_minion = kind_ == transport::kind::tcp ? 1 : 4;
-  const std::size_t need = opt_.count * per_minion + (kind_ == transport::kind::tcp ? opt_.pool : opt_.pool * 16) + 64;
+  const std::size_t need = opt_.count * per_minion + (kind_ == transport::kind::tcp ? opt_.pool : opt_.pool * 32) + 64;
   if (need > rl.rlim_cur || opt_.count * per_minion > 19000) {
     spdlog::critical("{} minions ({}) need about {} descriptors; this process may hold {} (lab limit 20000 per "
                      "process, keep one swarm under 19,000 sockets): run several swarms with --first-index",
@@ -260,12 +260,17 @@ bool swarm::prepare() {
   cmd_output_.assign(opt_.cmd_output_bytes, 'x');
   for (std::size_t i = 0; i < cmd_output_.size(); i += 64) cmd_output_[i] = '\n';
 
-  // Pool of request connections (lazy connect on first request).
+  // Pool of request connections (lazy connect on first request). zeromq: with connect
+  // events (a monitor per REQ socket; few sockets) so that a sign-in while the master is
+  // down fails at once (refused -> wait reconnect_delay) as with tcp, instead of waiting
+  // auth_timeout in libzmq's queue: the auth storm then measures the master alike.
+  transport::zmq_options req_zopt = zopt_;
+  req_zopt.connect_events = true;
   for (std::size_t k = 0; k < std::max<std::size_t>(1, opt_.pool); ++k) {
     transport::endpoint ep{opt_.master, opt_.ret_port, {}};
     transport::options to;
     to.connect_timeout = milliseconds(3000);
-    pool_.push_back(transport::make_req_client(kind_, io_.get_executor(), ep, to, zopt_));
+    pool_.push_back(transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt));
   }
 
   minions_.resize(opt_.count);
