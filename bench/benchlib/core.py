@@ -117,6 +117,23 @@ def jid_epoch(jid: str) -> float:
     return calendar.timegm(t) + int(m.group(2)) / 1e6
 
 
+def tcp_established_to(port: int) -> int:
+    """Established TCP connections accepted on local `port` (/proc/net/tcp and tcp6; this
+    network namespace): e.g. the swarm's publish sockets a master has taken back after a
+    restart, whatever the master's transport."""
+    n = 0
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 3 and f[3] == "01" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                n += 1
+    return n
+
+
 def raise_nofile():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -188,7 +205,7 @@ class MasterBase:
 
     kind = ""
 
-    def __init__(self, root: Path, bin_dir: Path, extra_opts: dict | None = None):
+    def __init__(self, root: Path, bin_dir: Path, extra_opts: dict | None = None, transport: str = "tcp"):
         self.root = root
         self.bin_dir = bin_dir
         self.conf_dir = root / "conf"
@@ -212,7 +229,7 @@ class MasterBase:
             "file_roots": {"base": [str(root / "srv" / "salt")]},
             "pillar_roots": {"base": [str(root / "srv" / "pillar")]},
             "user": "root",
-            "transport": "tcp",
+            "transport": transport,
         }
         self.opts.update(extra_opts or {})
         (self.conf_dir / "master").write_text(yaml_dump(self.opts))
@@ -356,7 +373,7 @@ class Swarm:
     """A sylvite-swarm process driven over its stdin/stdout JSON-lines protocol."""
 
     def __init__(self, exe: Path, root: Path, master: MasterBase, count: int, keys_dir: Path, pool: int,
-                 threads: int, id_prefix="bench-", accept_wait=2.0, start_rate=0.0, extra=()):
+                 threads: int, id_prefix="bench-", accept_wait=2.0, start_rate=0.0, transport="tcp", extra=()):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.count = count
@@ -364,7 +381,7 @@ class Swarm:
                      "--pub-port", str(master.publish_port), "--count", str(count), "--id-prefix", id_prefix,
                      "--keys-dir", str(keys_dir), "--state-dir", str(root / "pki"), "--pool", str(pool),
                      "--threads", str(threads), "--accept-wait", str(accept_wait), "--start-rate", str(start_rate),
-                     "--report", str(root / "swarm-report.json"), *extra]
+                     "--report", str(root / "swarm-report.json"), "--transport", transport, *extra]
         self.err = open(root / "swarm.err", "ab")
         self.p = track(subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                         text=True, bufsize=1, start_new_session=True, preexec_fn=raise_nofile))

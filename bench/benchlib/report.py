@@ -66,15 +66,21 @@ def table_rows(doc) -> list[list[str]]:
     return rows
 
 
+def transport_of(doc) -> str:
+    """The run's transport (results written before --transport existed were all tcp)."""
+    return doc.get("transport") or doc.get("config", {}).get("transport") or "tcp"
+
+
 def markdown_table(doc) -> str:
-    out = ["| metric | N | sylvite | Salt 3008.5 | sylvite better by |", "|---|---:|---:|---:|---:|"]
+    out = [f"| metric (transport: {transport_of(doc)}) | N | sylvite | Salt 3008.5 | sylvite better by |",
+           "|---|---:|---:|---:|---:|"]
     for r in table_rows(doc):
         out.append("| " + " | ".join(str(x) for x in r) + " |")
     return "\n".join(out)
 
 
 def print_table(doc):
-    rows = [["metric", "N", "sylvite", "Salt 3008.5", "ratio"]] + table_rows(doc)
+    rows = [[f"metric (transport: {transport_of(doc)})", "N", "sylvite", "Salt 3008.5", "ratio"]] + table_rows(doc)
     w = [max(len(str(r[i])) for r in rows) for i in range(5)]
     for i, r in enumerate(rows):
         print("  ".join(str(c).ljust(w[j]) if j == 0 else str(c).rjust(w[j]) for j, c in enumerate(r)))

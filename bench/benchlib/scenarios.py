@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from .core import Swarm, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, preseed_accepted, proc_cpu_seconds
+from .core import (Swarm, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, preseed_accepted, proc_cpu_seconds,
+                   tcp_established_to)
 
 # Master private-key operations per accepted sign-in, derived from the code (see
 # docs/benchmarks.md): minions that already know the master send `token`.
@@ -58,11 +60,12 @@ class SingleMasterSession:
         self.ctx = ctx
         self.kind = kind
         self.size = size
+        self.transport = ctx.transport
         self.root: Path = ctx.tmp / f"{kind}-{size}"
         self.notes: list[str] = []
         cls = SylviteMaster if kind == "sylvite" else SaltMaster
         bin_dir = ctx.sylvite_bin if kind == "sylvite" else ctx.salt_bin
-        self.master = cls(self.root / "master", bin_dir, ctx.master_opts.get(kind))
+        self.master = cls(self.root / "master", bin_dir, ctx.master_opts.get(kind), transport=ctx.transport)
         self.swarm: Swarm | None = None
         self.expected = 0
         if ctx.args.preseed:
@@ -78,7 +81,7 @@ class SingleMasterSession:
                     f"RSS {self.baseline['rss_kb']} KB)")
             self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir, ctx.pool(size),
                                ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
-                               start_rate=ctx.args.onboard_rate)
+                               start_rate=ctx.args.onboard_rate, transport=ctx.transport)
             ke = self.swarm.keys_event
             ctx.log(f"[{kind} {size}] swarm keys: {ke['loaded']} loaded, {ke['generated']} generated "
                     f"in {ke['seconds']:.1f}s")
@@ -330,8 +333,41 @@ def sc_longrun(s: SingleMasterSession, ctx) -> dict:
     }
 
 
+class _StormTrigger:
+    """zeromq: a minion does not see the master restart (libzmq reconnects its SUB socket
+    silently); the first publish it cannot decrypt (new AES key) makes it sign in again,
+    as Salt's minion does. Publishes `bench.hold` (received, never answered) every
+    `every` seconds in a thread until stopped, so that minions whose socket came back
+    after a publish still get one."""
+
+    def __init__(self, s: SingleMasterSession, every: float = 2.0):
+        self.s, self.every = s, every
+        self.jids: list[str] = []
+        self.errors: list[str] = []
+        self.first_at: float | None = None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            t0 = time.time()
+            try:
+                jid, _, _ = self.s.master.publish("bench-*", "bench.hold")
+                self.jids.append(jid)
+                if self.first_at is None:
+                    self.first_at = jid_epoch(jid)
+            except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+                self.errors.append(str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__)
+            self._stop.wait(max(0.0, self.every - (time.time() - t0)))
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(timeout=5)  # a publish still running in the CLI is left to finish
+
+
 @scenario("auth_storm", order=90, restarts_master=True,
-          help="master restart: every minion signs in again at once")
+          help="master restart: every minion signs in again at once (zeromq: at the first publish after it)")
 def sc_auth_storm(s: SingleMasterSession, ctx) -> dict:
     n = s.expected
     st0 = s.swarm.status()
@@ -343,9 +379,31 @@ def sc_auth_storm(s: SingleMasterSession, ctx) -> dict:
     if ctx.rsa is not None:
         ctx.rsa.start(s.kind, s.master.pids())
     since_ns = int(t_stop * 1e9)
-    ok, st = s.swarm.wait_status(lambda x: x["ready_since"] >= n, ctx.args.storm_timeout, interval=0.05,
-                                  since_ns=since_ns)
+    zmq_extra = {}
+    trigger = None
+    if s.transport == "zeromq":
+        # Wait (bounded) until the SUB sockets are back, then publish the trigger.
+        port = s.master.publish_port
+        deadline = time.monotonic() + min(30.0, ctx.args.storm_timeout / 2)
+        conns = tcp_established_to(port)
+        while conns < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+            conns = tcp_established_to(port)
+        zmq_extra = {"storm_trigger": "publish (bench.hold every 2 s until all signed in)",
+                     "pub_reconnected": conns, "pub_reconnected_s": round(time.time() - t_up, 3)}
+        trigger = _StormTrigger(s)
+    try:
+        ok, st = s.swarm.wait_status(lambda x: x["ready_since"] >= n, ctx.args.storm_timeout, interval=0.05,
+                                      since_ns=since_ns)
+    finally:
+        if trigger is not None:
+            trigger.stop()
     t_all = time.time()
+    if trigger is not None:
+        zmq_extra.update({"trigger_publishes": len(trigger.jids),
+                          "first_trigger_after_up_s": _r(trigger.first_at - t_up, 3) if trigger.first_at else None})
+        if trigger.errors:
+            zmq_extra["notes"] = [f"storm trigger publish failed: {e}" for e in trigger.errors[:5]]
     c_all, w_all = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
     measured_ops = ctx.rsa.stop() if ctx.rsa is not None else None
     a = [m for m in s.swarm.auth()["minions"] if m[1] / 1e9 >= t_stop]
@@ -385,6 +443,7 @@ def sc_auth_storm(s: SingleMasterSession, ctx) -> dict:
         "measured_private_ops": measured_ops,
         "measured_private_ops_per_auth": round(measured_ops / n_ready, 2) if measured_ops and n_ready else None,
     }
+    res.update(zmq_extra)
     ops = PRIVATE_OPS_PER_AUTH[s.kind]
     if res["auths_per_s"]:
         res["master_private_ops_per_s"] = round(res["auths_per_s"] * ops, 1)

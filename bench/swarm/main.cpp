@@ -8,13 +8,20 @@
 
 int main(int argc, char** argv) {
   sylvite::bench::swarm_options o;
-  CLI::App app{"sylvite-swarm: N simulated Salt minions (protocol v3, transport tcp) in one process"};
+  CLI::App app{"sylvite-swarm: N simulated Salt minions (protocol v3, transport tcp or zeromq) in one process"};
   std::string keys_dir = o.keys_dir.string(), state_dir;
   std::string sources;
   bool no_cache = false;
   app.add_option("--master", o.master, "master address")->capture_default_str();
   app.add_option("--ret-port", o.ret_port, "master ret_port")->capture_default_str();
   app.add_option("--pub-port", o.pub_port, "master publish_port (0: as named in the auth reply)")->capture_default_str();
+  app.add_option("--transport", o.transport, "master transport: tcp or zeromq")
+      ->check(CLI::IsMember({"tcp", "zeromq"}))
+      ->capture_default_str();
+  app.add_flag("--zmq-connect-events", o.zmq_connect_events,
+               "zeromq: watch each publish socket (one monitor socket per minion): a lost connection makes the "
+               "minion sign in again at once, as with tcp; default off (Salt's minion: re-auth on the first "
+               "publish it cannot decrypt)");
   app.add_option("--count,-n", o.count, "number of simulated minions")->capture_default_str();
   app.add_option("--first-index", o.first_index, "index of the first minion (keys and ids; several swarms)")
       ->capture_default_str();

@@ -1,16 +1,21 @@
 // sylvite-swarm engine (see swarm.hpp). What one simulated minion does, as a Salt 3008
-// minion with `transport: tcp` would:
+// minion with `transport: tcp` (or `zeromq`) would:
 //   1. sign in (clear `_auth`, protocol v3) through the shared request pool; a pending
 //      answer waits accept_wait and asks again; a timeout (auth_timeout) is counted and
 //      resent at once, auth_tries times, then accept_wait (Salt's sign_in + "retry");
 //      connection refused (master down) waits reconnect_delay;
-//   2. connect the publish port, send the hello (AES {id, tok});
+//   2. connect the publish port, send the hello (AES {id, tok}); zeromq: a SUB socket
+//      (core/transport/zmq.hpp), no hello;
 //   3. for every publish: decrypt, check the target (glob/list), de-dup the jid, answer
 //      test.ping / test.echo / cmd.run (fixed text, no process) / saltutil.find_job with a
 //      v3 `_return` (session key, nonce, ts, tok) on its pool connection; `bench.hold` is
 //      received but not answered (return-ingest jobs);
 //   4. publish connection lost -> wait reconnect_delay, sign in again, reconnect (the auth
-//      storm after a master restart).
+//      storm after a master restart). zeromq: libzmq reconnects the SUB socket by itself
+//      and the minion does not notice the restart; the first publish it cannot decrypt
+//      (new AES key) makes it sign in again and then handle that publish, as Salt's
+//      AsyncPubChannel._decode_payload does (with --zmq-connect-events a lost connection
+//      is noticed and handled as with tcp).
 // Timings are wall-clock ns (CLOCK_REALTIME) so the harness can compare them with the
 // publish time encoded in the jid. The simulation shortcut: identical publish bytes are
 // decrypted once per io thread (every minion shares the master AES key, so the result is
@@ -46,6 +51,7 @@
 #include "bench/swarm/keys.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/transport/transport.hpp"
+#include "core/transport/zmq.hpp"
 #include "core/wire/frame.hpp"
 #include "minion/auth.hpp"
 #include "minion/channel.hpp"
@@ -94,7 +100,17 @@ struct sim_minion {
   std::atomic<std::uint32_t> auth_timeouts{0};
   std::atomic<std::uint32_t> pendings{0};
   std::deque<std::string> recent_jids;  // strand only
-  std::shared_ptr<tcp::socket> pub;     // strand only
+  std::shared_ptr<tcp::socket> pub;     // strand only (tcp)
+  // zeromq, strand only: the SUB client, its generation (handlers of an older client are
+  // ignored), the lifecycle's wake-up timer, why it woke, and the publishes received with
+  // a stale AES key (handled again after the new sign-in; Salt decodes the same payload
+  // after authenticate()).
+  std::shared_ptr<transport::pub_client> zpub;
+  std::uint32_t zgen = 0;
+  std::optional<asio::steady_timer> wake;
+  bool zclosed = false;
+  bool reauth_wanted = false;
+  std::vector<std::pair<wire::value, std::int64_t>> stale;
 
   creds_t get_creds() {
     std::lock_guard lk(creds_mu);
@@ -156,8 +172,13 @@ class swarm {
   awaitable<bool> sign_in(sim_minion* m);
   awaitable<bool> connect_pub(sim_minion* m);
   awaitable<void> read_pub(sim_minion* m, std::shared_ptr<tcp::socket> sock);
+  awaitable<void> lifecycle_zmq(sim_minion* m);
+  awaitable<bool> connect_pub_zmq(sim_minion* m);
+  void wake(sim_minion* m);
   awaitable<void> sleep_for(milliseconds d);
-  void on_publish(sim_minion* m, const wire::value& body, std::int64_t recv_ns);
+  // replay: a publish received earlier with a stale key, after the new sign-in (not
+  // counted again; a stale key now is a drop, not another sign-in).
+  void on_publish(sim_minion* m, const wire::value& body, std::int64_t recv_ns, bool replay = false);
   awaitable<void> send_return(sim_minion* m, wire::value load, std::string jid);
   awaitable<void> ingest_worker(std::shared_ptr<ingest_job> job);
   // control
@@ -170,6 +191,8 @@ class swarm {
   bool targeted(const sim_minion& m, const wire::value& load) const;
 
   swarm_options opt_;
+  transport::kind kind_ = transport::kind::tcp;
+  transport::zmq_options zopt_;
   asio::io_context io_;
   std::vector<std::unique_ptr<sim_minion>> minions_;
   std::vector<std::shared_ptr<transport::req_client>> pool_;
@@ -187,18 +210,39 @@ class swarm {
 };
 
 bool swarm::prepare() {
-  // File descriptors: one per publish connection plus the pool and a margin.
+  if (auto k = transport::parse_kind(opt_.transport)) {
+    kind_ = *k;
+  } else {
+    spdlog::critical("unknown --transport {} (tcp or zeromq)", opt_.transport);
+    return false;
+  }
+  if (kind_ == transport::kind::zeromq && !opt_.source_addrs.empty()) {
+    spdlog::critical("--source-addrs is tcp only");
+    return false;
+  }
+  // zeromq, as a minion would set it, except: a fixed reconnect interval (the swarm's
+  // reconnect_delay, like the tcp swarm's) and no monitor socket per client unless asked.
+  zopt_.connect_events = opt_.zmq_connect_events;
+  zopt_.recon_default_ms = static_cast<int>(opt_.reconnect_delay * 1000.0);
+  zopt_.recon_max_ms = zopt_.recon_default_ms;
+  zopt_.recon_randomize = false;
+  // File descriptors: one per publish connection plus the pool and a margin. zeromq: 4 per
+  // minion (measured): the TCP connection, the SUB socket's mailbox (eventfd) and the two
+  // PAIR sockets of the socket monitor that core/transport's pub client puts on every SUB
+  // socket (whatever connect_events says); a request client opens up to 8 REQ sockets
+  // (TCP connection + mailbox + monitor's two each).
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
   getrlimit(RLIMIT_NOFILE, &rl);
-  const std::size_t need = opt_.count + opt_.pool + 64;
-  if (need > rl.rlim_cur || opt_.count > 19000) {
-    spdlog::critical("{} minions need about {} descriptors; this process may hold {} (lab limit 20000 per process, "
-                     "keep one swarm under 19,000 sockets): run several swarms with --first-index",
-                     opt_.count, need, static_cast<unsigned long long>(rl.rlim_cur));
+  const std::size_t per_minion = kind_ == transport::kind::tcp ? 1 : 4;
+  const std::size_t need = opt_.count * per_minion + (kind_ == transport::kind::tcp ? opt_.pool : opt_.pool * 32) + 64;
+  if (need > rl.rlim_cur || opt_.count * per_minion > 19000) {
+    spdlog::critical("{} minions ({}) need about {} descriptors; this process may hold {} (lab limit 20000 per "
+                     "process, keep one swarm under 19,000 sockets): run several swarms with --first-index",
+                     opt_.count, opt_.transport, need, static_cast<unsigned long long>(rl.rlim_cur));
     return false;
   }
   for (const auto& s : opt_.source_addrs) {
@@ -216,12 +260,17 @@ bool swarm::prepare() {
   cmd_output_.assign(opt_.cmd_output_bytes, 'x');
   for (std::size_t i = 0; i < cmd_output_.size(); i += 64) cmd_output_[i] = '\n';
 
-  // Pool of request connections (lazy connect on first request).
+  // Pool of request connections (lazy connect on first request). zeromq: with connect
+  // events (a monitor per REQ socket; few sockets) so that a sign-in while the master is
+  // down fails at once (refused -> wait reconnect_delay) as with tcp, instead of waiting
+  // auth_timeout in libzmq's queue: the auth storm then measures the master alike.
+  transport::zmq_options req_zopt = zopt_;
+  req_zopt.connect_events = true;
   for (std::size_t k = 0; k < std::max<std::size_t>(1, opt_.pool); ++k) {
     transport::endpoint ep{opt_.master, opt_.ret_port, {}};
     transport::options to;
     to.connect_timeout = milliseconds(3000);
-    pool_.push_back(transport::req_client::create(io_.get_executor(), ep, to));
+    pool_.push_back(transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt));
   }
 
   minions_.resize(opt_.count);
@@ -429,8 +478,8 @@ struct publish_cache_entry {
 thread_local publish_cache_entry t_cache;
 }  // namespace
 
-void swarm::on_publish(sim_minion* m, const wire::value& body, std::int64_t recv_ns) {
-  c_.publishes++;
+void swarm::on_publish(sim_minion* m, const wire::value& body, std::int64_t recv_ns, bool replay) {
+  if (!replay) c_.publishes++;
   auto creds = m->get_creds();
   if (!creds.aes) return;
   wire::value load;
@@ -441,9 +490,19 @@ void swarm::on_publish(sim_minion* m, const wire::value& body, std::int64_t recv
   } else {
     auto d = minion::decode_publish(body, *creds.aes, false, nullptr);
     if (d.verdict == minion::publish_verdict::reauth) {
-      // Stale AES key: Salt re-authenticates; here the lost publish connection after a
-      // restart already drives that, so count and drop.
-      c_.publish_reauth++;
+      // Stale AES key: Salt re-authenticates. tcp: the lost publish connection after a
+      // restart already drives that, so count and drop. zeromq: sign in again, then handle
+      // this publish (once; a stale key after the new sign-in is a drop, as in Salt).
+      if (kind_ == transport::kind::zeromq && !replay) {
+        c_.publish_reauth++;
+        if (m->stale.size() < 16) m->stale.emplace_back(body, recv_ns);
+        m->reauth_wanted = true;
+        wake(m);
+      } else if (replay) {
+        c_.publish_dropped++;
+      } else {
+        c_.publish_reauth++;
+      }
       return;
     }
     if (d.verdict != minion::publish_verdict::ok) {
@@ -578,7 +637,93 @@ awaitable<void> swarm::read_pub(sim_minion* m, std::shared_ptr<tcp::socket> sock
   sock->close(ec);
 }
 
+void swarm::wake(sim_minion* m) {
+  if (m->wake) m->wake->cancel();
+}
+
+awaitable<bool> swarm::connect_pub_zmq(sim_minion* m) {
+  m->state = static_cast<int>(mstate::connecting);
+  auto ex = co_await asio::this_coro::executor;  // the minion's strand
+  auto creds = m->get_creds();
+  const std::uint16_t port = opt_.pub_port ? opt_.pub_port : static_cast<std::uint16_t>(creds.publish_port);
+  transport::options to;
+  to.connect_timeout = milliseconds(3000);
+  auto client = transport::make_pub_client(kind_, ex, to, zopt_, m->id);
+  const std::uint32_t gen = ++m->zgen;
+  m->zpub = client;
+  m->zclosed = false;
+  // Handlers run on the client's strand: hop to the minion's (its records are strand-only).
+  auto on_msg = [this, m, gen](wire::value body) {
+    const std::int64_t t = now_ns();
+    asio::dispatch(*m->strand, [this, m, gen, t, b = std::move(body)] {
+      if (gen == m->zgen) on_publish(m, b, t);
+    });
+  };
+  auto on_closed = [this, m, gen](const boost::system::error_code&) {
+    asio::dispatch(*m->strand, [this, m, gen] {
+      if (gen != m->zgen) return;
+      m->zclosed = true;
+      wake(m);
+    });
+  };
+  // Named locals only inside co_await (GCC 12 double-destroys temporaries there).
+  transport::endpoint ep{opt_.master, port, {}};
+  wire::value no_hello;
+  auto r = co_await client->connect(ep, std::move(no_hello), std::move(on_msg), std::move(on_closed));
+  if (!r) {
+    client->close();
+    if (m->zpub == client) m->zpub.reset();
+    ++m->zgen;
+    co_return false;
+  }
+  co_return true;
+}
+
+awaitable<void> swarm::lifecycle_zmq(sim_minion* m) {
+  if (!m->wake) m->wake.emplace(*m->strand);
+  while (!stopping_) {
+    if (!co_await sign_in(m)) break;
+    m->reauth_wanted = false;  // the new key decodes what arrived while signing in
+    if (!m->zpub) {
+      if (!co_await connect_pub_zmq(m)) {
+        c_.pub_connect_failed++;
+        const milliseconds d = ms_of(opt_.reconnect_delay);
+        co_await sleep_for(d);
+        continue;
+      }
+    }
+    m->ready_ns = now_ns();
+    m->cycle++;
+    m->state = static_cast<int>(mstate::ready);
+    auto stale = std::move(m->stale);
+    m->stale.clear();
+    for (auto& [body, t] : stale) on_publish(m, body, t, true);
+    while (!stopping_ && !m->zclosed && !m->reauth_wanted) {
+      m->wake->expires_at(asio::steady_timer::time_point::max());
+      co_await m->wake->async_wait(asio::as_tuple(use_awaitable));
+    }
+    if (stopping_) break;
+    m->state = static_cast<int>(mstate::idle);
+    if (m->zclosed) {
+      // Only with connect_events: as with tcp, wait, sign in again, new socket.
+      if (m->zpub) m->zpub->close();
+      m->zpub.reset();
+      ++m->zgen;
+      m->zclosed = false;
+      c_.pub_lost++;
+      const milliseconds d = ms_of(opt_.reconnect_delay);
+      co_await sleep_for(d);
+    }
+    // reauth_wanted: sign in again on the same (still subscribed) socket.
+  }
+  m->state = static_cast<int>(mstate::stopped);
+}
+
 awaitable<void> swarm::lifecycle(sim_minion* m) {
+  if (kind_ == transport::kind::zeromq) {
+    co_await lifecycle_zmq(m);
+    co_return;
+  }
   while (!stopping_) {
     if (!co_await sign_in(m)) break;
     if (!co_await connect_pub(m)) {
@@ -736,6 +881,7 @@ void swarm::write_report() {
   if (opt_.report.empty()) return;
   json r;
   r["options"] = {{"master", opt_.master},       {"ret_port", opt_.ret_port},   {"pub_port", opt_.pub_port},
+                  {"transport", opt_.transport},
                   {"count", opt_.count},          {"first_index", opt_.first_index}, {"id_prefix", opt_.id_prefix},
                   {"pool", opt_.pool},            {"threads", opt_.threads},     {"publish_cache", opt_.publish_cache}};
   r["status"] = status_json(0);
@@ -780,7 +926,8 @@ void swarm::control_loop() {
     }
   };
   if (!opt_.start_paused) start_all();
-  emit(json{{"event", "started"}, {"paused", opt_.start_paused}, {"count", minions_.size()}});
+  emit(json{{"event", "started"}, {"paused", opt_.start_paused}, {"count", minions_.size()},
+            {"transport", transport::kind_name(kind_)}});
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
     std::string cmd;
@@ -896,6 +1043,8 @@ int swarm::run() {
           boost::system::error_code ec;
           mm->pub->close(ec);
         }
+        if (mm->zpub) mm->zpub->close();
+        if (mm->wake) mm->wake->cancel();
       });
     }
     for (auto& p : pool_) p->close();

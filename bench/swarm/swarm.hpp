@@ -3,6 +3,9 @@
 // hello, publishes and AES requests) and core/transport's req_client for a small pool of
 // request connections shared by all minion ids. Each simulated minion owns one publish
 // connection (hello included) and its own key, session key and jid de-dup queue.
+// Transport tcp (Salt's `transport: tcp`) or zeromq (Salt's default: a SUB socket per
+// minion, no hello, a pool of REQ-socket clients; a publish the minion cannot decrypt
+// (the master restarted with a new AES key) makes it sign in again, as Salt's does).
 //
 // Control: commands on stdin, one JSON line per answer on stdout (protocol in
 // docs/benchmarks.md, "The swarm"). Logs go to stderr.
@@ -24,6 +27,8 @@ struct swarm_options {
   std::string master = "127.0.0.1";
   std::uint16_t ret_port = 4506;
   std::uint16_t pub_port = 0;          // 0: the publish_port the master names in the auth reply
+  std::string transport = "tcp";       // "tcp" or "zeromq"
+  bool zmq_connect_events = false;     // zeromq: a socket monitor per publish socket (lost -> sign in again)
   std::size_t count = 100;
   std::size_t first_index = 0;         // key/id index of the first minion (several processes)
   std::string id_prefix = "bench-";

@@ -1,6 +1,7 @@
 """Smoke test of the benchmark harness: `bench/run --quick --only sylvite` (20 simulated
-minions, every scenario) must produce the results JSON with the expected keys and lose no
-return. No timing assertions: timing belongs to the benchmark itself."""
+minions, every scenario), over each transport (zeromq, the default, and tcp), must produce
+the results JSON with the expected keys and lose no return. No timing assertions: timing
+belongs to the benchmark itself."""
 import json
 import os
 import subprocess
@@ -18,10 +19,11 @@ def _bin_dir() -> Path:
     pytest.skip("sylvite-swarm is not built (ninja -C build-bench sylvite-swarm salt-master salt salt-key salt-run)")
 
 
-def test_bench_quick_sylvite(tmp_path):
+@pytest.mark.parametrize("transport", ["zeromq", "tcp"])
+def test_bench_quick_sylvite(tmp_path, transport):
     bin_dir = _bin_dir()
     out = tmp_path / "latest.json"
-    cmd = [str(REPO / "bench" / "run"), "--quick", "--only", "sylvite", "--out", str(out),
+    cmd = [str(REPO / "bench" / "run"), "--quick", "--only", "sylvite", "--transport", transport, "--out", str(out),
            "--sylvite-bin", str(bin_dir), "--swarm", str(bin_dir / "sylvite-swarm"),
            # a private key cache: a benchmark running beside the tests writes the shared one
            "--keys-dir", str(tmp_path / "keys")]
@@ -33,6 +35,8 @@ def test_bench_quick_sylvite(tmp_path):
     doc = json.loads(out.read_text())
     for key in ("generated", "command", "machine", "config", "seconds", "results", "goals"):
         assert key in doc, key
+    assert doc["transport"] == doc["config"]["transport"] == transport
+    assert f"transport: {transport}" in r.stdout
     res = doc["results"]
     for sc in ("onboarding", "memory", "fanout", "ingest", "longrun", "auth_storm"):
         assert sc in res, f"{sc} missing: {sorted(res)}"
@@ -61,6 +65,8 @@ def test_bench_quick_sylvite(tmp_path):
     assert storm["private_ops_per_auth"] == 2
     assert storm["ping_after_storm"]["lost"] == 0
     assert {"auths_per_s", "auth_timeouts", "master_cpu_ms_per_auth"} <= set(storm)
+    if transport == "zeromq":  # the storm starts at the first publish after the restart
+        assert storm["trigger_publishes"] >= 1 and storm["pub_reconnected"] >= 20
 
     lr = res["longrun"]["20"]["sylvite"]
     assert lr["lost"] == 0 and lr["jobs"] >= 1
