@@ -227,9 +227,8 @@ bool swarm::prepare() {
   zopt_.recon_max_ms = zopt_.recon_default_ms;
   zopt_.recon_randomize = false;
   // File descriptors: one per publish connection plus the pool and a margin. zeromq: 4 per
-  // minion (measured): the TCP connection, the SUB socket's mailbox (eventfd) and the two
-  // PAIR sockets of the socket monitor that core/transport's pub client puts on every SUB
-  // socket (whatever connect_events says); a request client opens up to 8 REQ sockets
+  // minion: the TCP connection and the SUB socket's mailbox (eventfd); the swarm's SUB
+  // sockets run without a socket monitor (connect_events off); a request client opens up to 8 REQ sockets
   // (TCP connection + mailbox + monitor's two each).
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -237,7 +236,7 @@ bool swarm::prepare() {
     setrlimit(RLIMIT_NOFILE, &rl);
   }
   getrlimit(RLIMIT_NOFILE, &rl);
-  const std::size_t per_minion = kind_ == transport::kind::tcp ? 1 : 4;
+  const std::size_t per_minion = kind_ == transport::kind::tcp ? 1 : (opt_.zmq_connect_events ? 4 : 2);
   const std::size_t need = opt_.count * per_minion + (kind_ == transport::kind::tcp ? opt_.pool : opt_.pool * 32) + 64;
   if (need > rl.rlim_cur || opt_.count * per_minion > 19000) {
     spdlog::critical("{} minions ({}) need about {} descriptors; this process may hold {} (lab limit 20000 per "

@@ -50,7 +50,8 @@ struct zmq_options {
   int recon_max_ms = 10000;        // recon_max
   bool recon_randomize = true;     // recon_randomize
   bool ipv6 = false;               // ipv6: dual-stack sockets
-  bool connect_events = true;      // clients: watch connect/disconnect (socket monitor)
+  bool connect_events = true;      // clients: watch connect/disconnect (a monitor socket: 2 more
+                                   // descriptors per socket). Off: connect() returns at once, no on_closed
 };
 
 // ---- Salt's framing, as pure functions (unit tested against frames from real Salt) ----

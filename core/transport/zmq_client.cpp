@@ -355,9 +355,11 @@ class zsub_core : public std::enable_shared_from_this<zsub_core> {
     sock_->set_int(ZMQ_RECONNECT_IVL, recon);
     if (zopt_.recon_max_ms > 0) sock_->set_int(ZMQ_RECONNECT_IVL_MAX, zopt_.recon_max_ms);
     std::weak_ptr<zsub_core> w = weak_from_this();
-    sock_->watch(k_client_events | (zopt_.monitor ? ZMQ_EVENT_ALL : 0), [w, gen](const zmq_detail::socket_event& e) {
-      if (auto self = w.lock()) self->on_event(gen, e);
-    });
+    if (zopt_.connect_events || zopt_.monitor) {
+      sock_->watch(k_client_events | (zopt_.monitor ? ZMQ_EVENT_ALL : 0), [w, gen](const zmq_detail::socket_event& e) {
+        if (auto self = w.lock()) self->on_event(gen, e);
+      });
+    }
     if (auto r = sock_->connect(client_uri(ep)); !r) {
       drop(false, {});
       return finish(a, make_error_code(errc::resolve_failed));
@@ -365,6 +367,13 @@ class zsub_core : public std::enable_shared_from_this<zsub_core> {
     sock_->start([w, gen](zmq_detail::message&& m) {
       if (auto self = w.lock()) self->on_message(gen, std::move(m));
     });
+    if (!zopt_.connect_events) {
+      // No monitor (two descriptors per socket fewer): libzmq dials in the background and
+      // re-dials by itself; the connection's loss is never reported.
+      connected_ = true;
+      attempt_ = nullptr;
+      return finish(a, {});
+    }
     a->timer.expires_after(opt_.connect_timeout);
     a->timer.async_wait([w, a, gen](const error_code& ec) {
       auto self = w.lock();

@@ -2,6 +2,7 @@
 three-master sylvite cluster (local: masters on loopback, one shared directory). The
 minions know only the load balancer; any master's test.ping, cmd.run and state.apply are
 answered, whichever master holds their publish connection; they cached the cluster key.
+Issue 16: on both transports (zeromq: masters and minions on Salt's default).
 """
 import json
 
@@ -15,9 +16,10 @@ REAL_MINION = str(SALT3008 / "salt-minion")
 NAMES = ["sx1", "sx2"]
 
 
-@pytest.fixture
-def cluster(env):
-    c = LocalCluster(env)
+@pytest.fixture(params=["tcp", "zeromq"])
+def cluster(env, request):
+    c = LocalCluster(env, transport=request.param)
+    c.transport = request.param
     yield c
     c.close()
 
@@ -30,6 +32,8 @@ def test_real_minions_behind_haproxy(env, cluster):
         "/motd-') }}\n    - source: salt://motd.txt\n")
     for n in NAMES:
         m = cluster.minion(n)
+        if cluster.transport == "zeromq":
+            m.opts.pop("transport", None)  # Salt's default
         m.write_config(multiprocessing=False, log_level_logfile="debug", acceptance_wait_time=2)
         m.start(binary=REAL_MINION)
     m1 = cluster.masters[0]
