@@ -658,6 +658,50 @@ TEST(ZmqReqClient, NoListenerFailsFastWithConnectFailed) {
   EXPECT_EQ((*r)["echo"]["x"], 7);
 }
 
+TEST(ZmqReqClient, ServerStopFailsPendingThenReconnects) {
+  io_pool pool;
+  counter got;
+  std::mutex mu;
+  std::vector<std::shared_ptr<tr::responder>> held;
+  auto srv1 = std::make_unique<tr::zmq_req_server>(pool.io, local_tcp(), tr::options{}, test_zopt(),
+                                                   [&](value, std::shared_ptr<tr::responder> r) {
+                                                     {
+                                                       std::lock_guard lk(mu);
+                                                       held.push_back(std::move(r));
+                                                     }
+                                                     got.add();
+                                                   });
+  ASSERT_TRUE(srv1->start());
+  const auto port = srv1->bound_port();
+  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(port), {}, test_zopt());
+  auto f1 = request(pool, c, value{{"a", 1}}, 60s);
+  auto f2 = request(pool, c, value{{"a", 2}}, 60s);
+  ASSERT_TRUE(got.wait_for(2));
+  srv1->stop();
+  // The master went away: pending requests fail now, not at their 60 s deadline.
+  for (auto* f : {&f1, &f2}) {
+    auto r = get(*f);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), make_error_code(tr::errc::disconnected)) << r.error().message();
+  }
+  {
+    std::lock_guard lk(mu);
+    held[0]->reply(value("dropped silently"));
+  }
+  // Nobody listening: the next request fails to connect.
+  auto f3 = request(pool, c, value{{"a", 3}}, 20s);
+  auto r3 = get(f3);
+  ASSERT_FALSE(r3);
+  EXPECT_EQ(r3.error(), make_error_code(tr::errc::connect_failed)) << r3.error().message();
+  // A new server on the same port: the next request reaches it.
+  tr::zmq_req_server srv2(pool.io, local_tcp(port), {}, test_zopt(), echo_handler());
+  ASSERT_TRUE(srv2.start());
+  auto f4 = request(pool, c, value{{"a", 4}});
+  auto r4 = get(f4);
+  ASSERT_TRUE(r4) << r4.error().message();
+  EXPECT_EQ((*r4)["echo"]["a"], 4);
+}
+
 TEST(ZmqReqClient, CloseFailsPendingAndLaterRequests) {
   io_pool pool;
   std::mutex mu;
