@@ -808,6 +808,35 @@ TEST(ZmqPubServer, FilteringReachesOnlyTheNamedMinion) {
   EXPECT_TRUE(inb.wait_has(*ab));
 }
 
+// The master's ZeroMQ presence without zmq_filtering (Salt's connected_ids) matches the
+// address a minion's request came from against the publish port's subscriber addresses:
+// both must spell the address the same way.
+TEST(ZmqPubServer, PeerAddressesMatchRequestPeerAddress) {
+  inbox in;
+  io_pool pool;
+  std::mutex mu;
+  std::string req_peer;
+  tr::zmq_req_server req(pool.io, local_tcp(), {}, test_zopt(), [&](value, std::shared_ptr<tr::responder> r) {
+    {
+      std::lock_guard lk(mu);
+      req_peer = r->peer().address;
+    }
+    r->reply(value("ok"));
+  });
+  ASSERT_TRUE(req.start());
+  tr::zmq_pub_server pub(pool.io, local_tcp(), {}, test_zopt());
+  ASSERT_TRUE(pub.start());
+  auto rc = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(req.bound_port()), {}, test_zopt());
+  auto sc = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
+  ASSERT_TRUE(connect_sub(pool, sc, pub.bound_port(), in));
+  auto f = request(pool, rc, value{{"cmd", "_auth"}});
+  ASSERT_TRUE(get(f));
+  EXPECT_TRUE(eventually([&] { return pub.peer_addresses().size() == 1; }));
+  std::lock_guard lk(mu);
+  EXPECT_EQ(req_peer, "127.0.0.1");
+  EXPECT_EQ(pub.peer_addresses(), std::vector<std::string>{req_peer});
+}
+
 TEST(ZmqPubServer, StopFiresOnClosed) {
   inbox in;
   closed_signal closed;
