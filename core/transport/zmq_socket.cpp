@@ -171,6 +171,7 @@ namespace {
 // One whole multipart message, without blocking. 1: got one; 0: none ready; -1: error.
 int recv_message(void* s, message& out) {
   out.frames.clear();
+  out.peer.clear();
   out.size = 0;
   for (;;) {
     zmq_msg_t m;
@@ -183,7 +184,9 @@ int recv_message(void* s, message& out) {
       if (e == EAGAIN) continue;  // the rest of a multipart message is always there
       return -1;
     }
-    if (out.frames.empty()) {
+    // Not only the first frame: a ROUTER's routing-id frame carries no metadata when the
+    // message was prefetched by a ZMQ_EVENTS check (always, here), the frames after it do.
+    if (out.peer.empty()) {
       if (const char* pa = zmq_msg_gets(&m, "Peer-Address")) out.peer = pa;
     }
     out.frames.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));

@@ -443,3 +443,134 @@ TEST_F(ConfigDir, ClusterLbBackendsNeedsTwoNames) {
   EXPECT_EQ(ok->cluster_lb_admin, "10.0.0.5:9999");
   EXPECT_EQ(ok->cluster_lb_backends, (std::vector<std::string>{"p", "r"}));
 }
+
+TEST_F(ConfigDir, TransportDefaultsToZeromq) {
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->transport, "zeromq");
+  EXPECT_EQ(m->raw["transport"], value("zeromq"));
+  EXPECT_FALSE(m->zmq.zmq_filtering);
+  EXPECT_FALSE(m->zmq.zmq_monitor);
+  EXPECT_EQ(m->zmq.zmq_heartbeat_ivl, 10000);
+  EXPECT_EQ(m->zmq.zmq_heartbeat_timeout, 30000);
+  EXPECT_EQ(m->pub_hwm, 1000);
+  EXPECT_EQ(m->zmq_backlog, 1000);
+  EXPECT_EQ(m->raw["zmq_filtering"], value(false));
+  EXPECT_EQ(m->raw["pub_hwm"], value(1000));
+  auto n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->transport, "zeromq");
+  EXPECT_EQ(n->raw["transport"], value("zeromq"));
+  EXPECT_FALSE(n->zmq.zmq_filtering);
+  EXPECT_EQ(n->recon_default, 1000);
+  EXPECT_EQ(n->recon_max, 10000);
+  EXPECT_TRUE(n->recon_randomize);
+  EXPECT_FALSE(n->ipv6);
+  EXPECT_EQ(n->raw["recon_max"], value(10000));
+}
+
+TEST_F(ConfigDir, TransportTcpAndZeromqAccepted) {
+  for (const char* t : {"tcp", "zeromq"}) {
+    write("master", std::string("transport: ") + t + "\n");
+    write("minion", std::string("transport: ") + t + "\n");
+    auto m = load_master_config(dir_);
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_EQ(m->transport, t);
+    EXPECT_EQ(m->raw["transport"], value(t));
+    auto n = load_minion_config(dir_);
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_EQ(n->transport, t);
+  }
+}
+
+TEST_F(ConfigDir, TransportWsAndRaetRefused) {
+  for (const char* role : {"master", "minion"}) {
+    for (const char* t : {"ws", "raet", "ZeroMQ", "''", "[zeromq]", "5"}) {
+      write(role, std::string("transport: ") + t + "\n");
+      config_error e;
+      if (std::string(role) == "master") {
+        auto r = load_master_config(dir_);
+        ASSERT_FALSE(r) << role << " " << t;
+        e = r.error();
+      } else {
+        auto r = load_minion_config(dir_);
+        ASSERT_FALSE(r) << role << " " << t;
+        e = r.error();
+      }
+      EXPECT_EQ(e.option, "transport") << t;
+      EXPECT_EQ(e.file, file(role)) << t;
+      EXPECT_EQ(e.expected, "one of zeromq, tcp") << t;
+      EXPECT_NE(e.message.find("option 'transport': expected one of zeromq, tcp, got "), std::string::npos)
+          << e.message;
+      fs::remove(dir_ / role);
+    }
+  }
+  write("master", "transport: ws\n");
+  auto r = load_master_config(dir_);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, file("master") + ": option 'transport': expected one of zeromq, tcp, got \"ws\"");
+}
+
+TEST_F(ConfigDir, ZeromqOptionsParsed) {
+  write("master",
+        "zmq_filtering: true\nzmq_monitor: yes\nzmq_heartbeat_ivl: 0\nzmq_heartbeat_timeout: 5000\n"
+        "pub_hwm: 5\nzmq_backlog: '200'\nipv6: true\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_TRUE(m->zmq.zmq_filtering);
+  EXPECT_TRUE(m->zmq.zmq_monitor);
+  EXPECT_EQ(m->zmq.zmq_heartbeat_ivl, 0);
+  EXPECT_EQ(m->zmq.zmq_heartbeat_timeout, 5000);
+  EXPECT_EQ(m->pub_hwm, 5);
+  EXPECT_EQ(m->zmq_backlog, 200);
+  EXPECT_TRUE(m->ipv6);
+  EXPECT_EQ(m->raw["zmq_filtering"], value(true));
+  EXPECT_EQ(m->raw["pub_hwm"], value(5));
+  write("minion",
+        "transport: tcp\nzmq_filtering: on\nrecon_default: 250\nrecon_max: 0\nrecon_randomize: false\n"
+        "ipv6: yes\n");
+  auto n = load_minion_config(dir_);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(n->transport, "tcp");
+  EXPECT_TRUE(n->zmq.zmq_filtering);
+  EXPECT_EQ(n->recon_default, 250);
+  EXPECT_EQ(n->recon_max, 0);
+  EXPECT_FALSE(n->recon_randomize);
+  EXPECT_TRUE(n->ipv6);
+  EXPECT_EQ(n->raw["recon_default"], value(250));
+  EXPECT_EQ(n->raw["recon_randomize"], value(false));
+}
+
+TEST_F(ConfigDir, ZeromqOptionsRangeChecked) {
+  const type_case cases[] = {
+      {"master", "zmq_filtering: 1", "zmq_filtering", "option 'zmq_filtering': expected a boolean (true/false, yes/no, on/off), got 1"},
+      {"master", "zmq_monitor: maybe", "zmq_monitor", "option 'zmq_monitor': expected a boolean (true/false, yes/no, on/off), got \"maybe\""},
+      {"master", "zmq_heartbeat_ivl: -1", "zmq_heartbeat_ivl", "option 'zmq_heartbeat_ivl': expected an integer >= 0, got -1"},
+      {"master", "zmq_heartbeat_timeout: x", "zmq_heartbeat_timeout", "option 'zmq_heartbeat_timeout': expected an integer >= 0, got \"x\""},
+      {"master", "pub_hwm: 0", "pub_hwm", "option 'pub_hwm': expected an integer >= 1, got 0"},
+      {"master", "pub_hwm: 3000000000", "pub_hwm", "option 'pub_hwm': expected an integer >= 1, got 3000000000"},
+      {"master", "zmq_backlog: 0", "zmq_backlog", "option 'zmq_backlog': expected an integer >= 1, got 0"},
+      {"minion", "zmq_filtering: 'on'", "zmq_filtering", "option 'zmq_filtering': expected a boolean (true/false, yes/no, on/off), got \"on\""},
+      {"minion", "recon_default: 0", "recon_default", "option 'recon_default': expected an integer >= 1, got 0"},
+      {"minion", "recon_default: 1.5", "recon_default", "option 'recon_default': expected an integer >= 1, got 1.5"},
+      {"minion", "recon_max: -1", "recon_max", "option 'recon_max': expected an integer >= 0, got -1"},
+      {"minion", "recon_randomize: 2", "recon_randomize", "option 'recon_randomize': expected a boolean (true/false, yes/no, on/off), got 2"},
+      {"minion", "ipv6: 'v6'", "ipv6", "option 'ipv6': expected a boolean (true/false, yes/no, on/off), got \"v6\""},
+  };
+  for (const auto& c : cases) {
+    write(c.role, std::string(c.yaml) + "\n");
+    config_error e;
+    if (std::string(c.role) == "master") {
+      auto r = load_master_config(dir_);
+      ASSERT_FALSE(r) << c.yaml;
+      e = r.error();
+    } else {
+      auto r = load_minion_config(dir_);
+      ASSERT_FALSE(r) << c.yaml;
+      e = r.error();
+    }
+    EXPECT_EQ(e.message, file(c.role) + ": " + c.expected_tail) << c.yaml;
+    EXPECT_EQ(e.option, c.option) << c.yaml;
+    fs::remove(dir_ / c.role);
+  }
+}
