@@ -5,9 +5,10 @@
 // Salt's framing (docs/wire-format.md, "ZeroMQ"):
 //   request port (ret_port): the client is a REQ socket, the master a ROUTER (Salt puts a
 //     DEALER and REP workers behind it; nothing of that is visible on the wire). One ZMTP
-//     message per request and per reply, one frame: salt.payload.dumps(load), i.e. the
-//     same msgpack map that is the `body` of a TCP frame. No head, no mid: REQ/REP pairs
-//     the reply with its request.
+//     message per request and per reply, one frame: salt.payload.dumps(load), the same
+//     map as the `body` of a TCP frame but packed as a Salt payload (wire::pack_payload,
+//     not the frame packer: tests/unit/golden/test_golden_zmq.cpp). No head, no mid:
+//     REQ/REP pairs the reply with its request.
 //   publish port: the master is a PUB socket, minions SUB. zmq_filtering off (default):
 //     one frame, salt.payload.dumps({enc, load, sig...}), every minion subscribed to "".
 //     zmq_filtering on: two frames [topic, payload]; topic = sha1 hex of the minion id
@@ -108,7 +109,7 @@ class zmq_pub_server {
 
 // Request server (master, ret_port): a ROUTER socket. Each request reaches the handler
 // with a responder whose reply() may be called once, from any thread; push() is not
-// supported (false). peer().address is the client's IP:port (libzmq Peer-Address).
+// supported (false). peer().address is the client's IP (libzmq's Peer-Address: no port).
 // Pre-authentication limits (options::pre_auth_*) apply per client connection until the
 // handler calls mark_authenticated(); larger messages are refused unread-by-the-core and
 // logged once per interval. max_frame_size is ZMQ_MAXMSGSIZE (libzmq drops the peer).
