@@ -15,7 +15,14 @@ Salt's default ports, one shared master key pair, minion keys accepted on each m
      (on-disk return queue).
 Which master a failover minion is on is observable: only that master's publishes reach
 it, so only that master gets answers.
+
+Every test runs over both transports (the `transport` parameter, masters and minions
+alike): "tcp", and "zeromq", Salt's default (the option left unset, as a stock Salt
+config has it). On ZeroMQ the minion's liveness is the same: its own heartbeats (clear
+ping on the REQ socket) and probes; the SUB socket cannot send, so the publish side only
+reports a loss (libzmq's DISCONNECTED, or a ZMTP heartbeat timeout).
 """
+import datetime
 import hashlib
 import os
 import re
@@ -36,25 +43,42 @@ FAST = dict(master_alive_interval=6, master_alive_misses=3, master_probe_timeout
             return_retry_tries=2)
 
 
+TRANSPORTS = ("tcp", "zeromq")
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request):
+    return request.param
+
+
+def use_transport(node, transport: str):
+    """tcp: the harness default; zeromq: the option removed (Salt's default)."""
+    if transport != "tcp":
+        node.opts.pop("transport", None)
+        node.write_config()
+    return node
+
+
 @pytest.fixture
 def lab():
     with NetLab() as lab:
         yield lab
 
 
-def setup(env, lab, n=3, **opts):
+def setup(env, lab, transport, n=3, **opts):
     h1, h2, hm = lab.host("m1"), lab.host("m2"), lab.host("minions")
-    m1 = env.master("m1", host=h1)
-    m2 = env.master("m2", host=h2)
+    m1 = use_transport(env.master("m1", host=h1), transport)
+    m2 = use_transport(env.master("m2", host=h2), transport)
     share_master_key(m1, m2)
     names = [f"mm{i}" for i in range(n)]
-    minions = [env.minion(name, [m1, m2], host=hm, **{**FAST, **opts}) for name in names]
+    minions = [use_transport(env.minion(name, [m1, m2], host=hm, **{**FAST, **opts}), transport) for name in names]
     for mn in minions:
         preaccept([m1, m2], mn.name, mn.opts["pki_dir"])
     for m in (m1, m2):
         m.start()
     for m in (m1, m2):
         m.wait_ready()
+        assert f"over {transport}" in (m.root / "master.log").read_text(errors="replace")
     for mn in minions:
         mn.start()
     return m1, m2, minions, names
@@ -81,8 +105,25 @@ def count(mn, needle) -> int:
     return minion_log(mn).count(needle)
 
 
-def test_hot_jobs_from_each_master_and_master_loss(env, lab):
-    m1, m2, minions, names = setup(env, lab)
+def switch_after(minions, master, t0: float) -> float:
+    """Seconds from t0 (time.time()) until the last minion logged "Connected to master"
+    for master: the switch time from the minions' own clocks, not the CLI's polling."""
+    worst = 0.0
+    for mn in minions:
+        for line in minion_log(mn).splitlines():
+            if f"Connected to master {master.host.ip}" not in line:
+                continue
+            t = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if t >= t0:
+                worst = max(worst, t - t0)
+                break
+        else:
+            return float("nan")
+    return worst
+
+
+def test_hot_jobs_from_each_master_and_master_loss(env, lab, transport):
+    m1, m2, minions, names = setup(env, lab, transport)
     wait_all(m1, names)
     wait_all(m2, names)
     assert m1.salt_json("mm*", "test.echo", "from-m1") == {n: "from-m1" for n in names}
@@ -94,44 +135,51 @@ def test_hot_jobs_from_each_master_and_master_loss(env, lab):
     t0 = time.monotonic()
     out = answers(m2, names, t=5)
     assert out == {n: True for n in names}, out
-    print(f"hot: m2 ping answered by all {time.monotonic() - t0:.2f}s after m1 was killed")
+    print(f"[{transport}] hot: m2 ping answered by all {time.monotonic() - t0:.2f}s after m1 was killed")
 
     m1.start().wait_ready()
     wait_all(m1, names, timeout=60)
     assert all(mn.proc.alive() for mn in minions)
 
 
-def test_failover_sigkill_primary(env, lab):
-    m1, m2, minions, names = setup(env, lab, master_type="failover")
+def test_failover_sigkill_primary(env, lab, transport):
+    m1, m2, minions, names = setup(env, lab, transport, master_type="failover")
     wait_all(m1, names)
     out = answers(m2, names, t=3)
     assert not any(v is True for v in out.values()), f"a failover minion talks to one master only: {out}"
+    t_kill = time.time()
     m1.kill()
     t0 = time.monotonic()
     wait_all(m2, names, timeout=60)
-    print(f"failover (SIGKILL): all minions answered on m2 {time.monotonic() - t0:.1f}s after the kill")
+    print(f"[{transport}] failover (SIGKILL): all minions answered on m2 {time.monotonic() - t0:.1f}s after the kill; "
+          f"last minion connected to m2 after {switch_after(minions, m2, t_kill):.2f}s (minion logs)")
     for mn in minions:
         log = minion_log(mn)
         assert f"Master ip address changed from {m1.host.ip} to {m2.host.ip}" in log, log[-3000:]
         assert "Connection to master" in log and "lost" in log
 
 
-def test_failover_blackholed_primary(env, lab):
-    m1, m2, minions, names = setup(env, lab, master_type="failover")
+def test_failover_blackholed_primary(env, lab, transport):
+    m1, m2, minions, names = setup(env, lab, transport, master_type="failover")
     wait_all(m1, names)
+    t_cut = time.time()
     m1.host.blackhole(True)  # packets dropped, no RST: only heartbeats can tell
     t0 = time.monotonic()
     wait_all(m2, names, timeout=90, t=3)
     took = time.monotonic() - t0
     # alive window 6 s + probe 2 s + heartbeat period 2 s + reauth jitter 1 s (+ CLI)
-    print(f"failover (blackhole): all minions answered on m2 {took:.1f}s after the cut")
+    switched = switch_after(minions, m2, t_cut)
+    print(f"[{transport}] failover (blackhole): all minions answered on m2 {took:.1f}s after the cut; "
+          f"last minion connected to m2 after {switched:.2f}s (minion logs)")
+    # The same bound on both transports, well under ZeroMQ's 30 s ZMTP heartbeat timeout.
+    assert switched < 25, switched
     for mn in minions:
         assert "heartbeats missed, probing" in minion_log(mn)
         assert "lost (heartbeat)" in minion_log(mn)
 
 
-def test_failback_hysteresis_and_flapping_primary(env, lab):
-    m1, m2, minions, names = setup(env, lab, master_type="failover", master_failback=True,
+def test_failback_hysteresis_and_flapping_primary(env, lab, transport):
+    m1, m2, minions, names = setup(env, lab, transport, master_type="failover", master_failback=True,
                                    master_failback_interval=3, master_failback_probes=3)
     wait_all(m1, names)
     m1.kill()
@@ -156,14 +204,14 @@ def test_failback_hysteresis_and_flapping_primary(env, lab):
     # Healthy now: every minion returns to the primary after its hysteresis.
     t0 = time.monotonic()
     wait_all(m1, names, timeout=90, t=3)
-    print(f"failback: all minions answered on m1 {time.monotonic() - t0:.1f}s after it became healthy; "
+    print(f"[{transport}] failback: all minions answered on m1 {time.monotonic() - t0:.1f}s after it became healthy; "
           f"failbacks during the flap: {flaps}")
     for mn in minions:
         assert "Failing back from master" in minion_log(mn)
 
 
-def test_all_masters_down_then_one_returns(env, lab):
-    m1, m2, minions, names = setup(env, lab, master_type="failover")
+def test_all_masters_down_then_one_returns(env, lab, transport):
+    m1, m2, minions, names = setup(env, lab, transport, master_type="failover")
     wait_all(m1, names)
     m1.kill()
     m2.kill()
@@ -172,7 +220,7 @@ def test_all_masters_down_then_one_returns(env, lab):
     m2.start().wait_ready()
     t0 = time.monotonic()
     wait_all(m2, names, timeout=90)
-    print(f"all down: all minions answered on m2 {time.monotonic() - t0:.1f}s after it came back")
+    print(f"[{transport}] all down: all minions answered on m2 {time.monotonic() - t0:.1f}s after it came back")
     assert all(mn.proc.alive() for mn in minions)
 
 
@@ -181,8 +229,8 @@ def return_file(master, jid: str, minion_id: str) -> Path:
     return Path(master.opts["cachedir"]) / "jobs" / h[:2] / h[2:] / minion_id / "return.p"
 
 
-def test_return_pending_while_no_master_is_delivered_once(env, lab):
-    m1, m2, minions, names = setup(env, lab, n=1, master_type="failover")
+def test_return_pending_while_no_master_is_delivered_once(env, lab, transport):
+    m1, m2, minions, names = setup(env, lab, transport, n=1, master_type="failover")
     wait_all(m1, names)
     r = m1.salt("--async", "mm0", "test.sleep", "6")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -19,6 +19,19 @@ master_alive_interval plays no part; the tcp publish client fires
 `__master_disconnected` from its stream-closed path, the failover handler then runs
 eval_master(failed=True) and connects to the next master. A SIGKILLed master's kernel
 closes its sockets (FIN/RST), so the minion notices at once.
+
+Over ZeroMQ (Salt's default: `transport` left unset on the masters and the minion), (a)
+and (b) run too (the `transport` parameter). A 3008.5 minion notices a lost master two
+ways there, and both must work against sylvite masters:
+  - zmq_monitor (default True for minions in 3008.5): libzmq's DISCONNECTED on the SUB
+    socket fires `__master_disconnected` at once (a SIGKILLed master's FIN/RST);
+  - `__master_alive_<ip>`, scheduled only when transport != tcp: status.master every
+    master_alive_interval seconds looks for an established TCP connection to the
+    master's publish_port in the minion host's socket table (the SUB socket's connection
+    to the sylvite master's XPUB) and fires `__master_disconnected` when there is none.
+The tests check the job runs for every master and never reports a live sylvite master
+as gone, and (failover with zmq_monitor off) that the job alone moves the minion to the
+secondary.
 """
 import datetime
 import json
@@ -76,8 +89,19 @@ def accept_pending(master, name, timeout=90):
     assert name in master.keys().get("minions", []), master.keys()
 
 
-def real_minion(env, name, masters, host, **opts):
-    m = env.minion(name, masters, host=host, **opts)
+TRANSPORTS = ("tcp", "zeromq")
+
+
+def use_transport(node, transport: str):
+    """tcp: the harness default; zeromq: the option removed (Salt's default)."""
+    if transport != "tcp":
+        node.opts.pop("transport", None)
+        node.write_config()
+    return node
+
+
+def real_minion(env, name, masters, host, transport="tcp", **opts):
+    m = use_transport(env.minion(name, masters, host=host, **opts), transport)
     m.write_config(multiprocessing=False, log_level_logfile="debug", retry_dns=0)
     return m
 
@@ -87,22 +111,28 @@ def minion_log(minion) -> str:
     return p.read_text(errors="replace") if p.exists() else ""
 
 
-def two_masters(env, lab, **opts):
+def two_masters(env, lab, transport="tcp", **opts):
     h1, h2, hm = lab.host("m1"), lab.host("m2"), lab.host("minion")
-    m1 = env.master("m1", host=h1, **opts)
-    m2 = env.master("m2", host=h2, **opts)
+    m1 = use_transport(env.master("m1", host=h1, **opts), transport)
+    m2 = use_transport(env.master("m2", host=h2, **opts), transport)
     return m1, m2, hm
 
 
-def test_hot_multimaster_shared_key(env, lab):
-    m1, m2, hm = two_masters(env, lab)
+def master_alive_runs(log: str, master_ip: str) -> int:
+    """How often Salt's scheduler ran the ZeroMQ liveness job for master_ip."""
+    return log.count(f"Running scheduled job: __master_alive_{master_ip}")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_hot_multimaster_shared_key(env, lab, transport):
+    m1, m2, hm = two_masters(env, lab, transport)
     share_master_key(m1, m2)
     m1.start()
     m2.start()
     m1.wait_ready()
     m2.wait_ready()
     assert (m1.pki_dir / "master.pub").read_bytes() == (m2.pki_dir / "master.pub").read_bytes()
-    minion = real_minion(env, "hot1", [m1, m2], hm).start(binary=REAL_MINION)
+    minion = real_minion(env, "hot1", [m1, m2], hm, transport, master_alive_interval=5).start(binary=REAL_MINION)
     assert minion.opts["master"] == [m1.address, m2.address]
     accept_pending(m1, "hot1")
     accept_pending(m2, "hot1")
@@ -110,19 +140,32 @@ def test_hot_multimaster_shared_key(env, lab):
     wait_ping(m2, "hot1")
     assert m1.salt_json("hot1", "test.echo", "from-m1") == {"hot1": "from-m1"}
     assert m2.salt_json("hot1", "test.echo", "from-m2") == {"hot1": "from-m2"}
+    if transport == "zeromq":
+        # Salt's ZeroMQ liveness job runs for each master and finds both connected.
+        wait_for(lambda: all(master_alive_runs(minion_log(minion), m.address) >= 2 for m in (m1, m2)), 30,
+                 "__master_alive to run for both masters")
+        assert "Connection to master" not in minion_log(minion), minion_log(minion)[-4000:]
 
+    killed_at = time.time()
     m1.kill()
     t0 = time.monotonic()
     wait_ping(m2, "hot1", timeout=60)
     assert m2.salt_json("hot1", "test.echo", "after-m1-died") == {"hot1": "after-m1-died"}
-    print(f"hot: m2 answered {time.monotonic() - t0:.1f}s after m1 was killed")
+    print(f"[{transport}] hot: m2 answered {time.monotonic() - t0:.1f}s after m1 was killed")
+    if transport == "zeromq":
+        # status.master finds no connection to m1's publish port: m1 declared lost; m2 not.
+        lost = wait_for(lambda: first_line_after(minion_log(minion), f"Connection to master {m1.address} lost",
+                                                 killed_at), 60, "the minion to notice m1 is gone")
+        print(f"[{transport}] hot: m1 declared lost {log_time(lost) - killed_at:.1f}s after the kill")
+        assert f"Connection to master {m2.address} lost" not in minion_log(minion)
+        assert m2.salt_json("hot1", "test.echo", "still-m2") == {"hot1": "still-m2"}
     assert minion.proc.alive()
 
 
-def failover(env, lab, minion_name, sign: bool):
+def failover(env, lab, minion_name, sign: bool, transport="tcp", **minion_opts):
     """Shared body of (b) and (c): m1 primary, m2 secondary, SIGKILL m1."""
     if sign:
-        m1, m2, hm = two_masters(env, lab, master_sign_pubkey=True)
+        m1, m2, hm = two_masters(env, lab, transport, master_sign_pubkey=True)
         signing = env.root / "signing"
         gen_key_pair(signing, "master_sign")
         for m in (m1, m2):
@@ -130,14 +173,14 @@ def failover(env, lab, minion_name, sign: bool):
             copy_key_pair(signing, m.pki_dir, "master_sign")  # ... one shared signing pair
         assert (m1.pki_dir / "master.pub").read_bytes() != (m2.pki_dir / "master.pub").read_bytes()
     else:
-        m1, m2, hm = two_masters(env, lab)
+        m1, m2, hm = two_masters(env, lab, transport)
         share_master_key(m1, m2)
     m1.start()
     m2.start()
     m1.wait_ready()
     m2.wait_ready()
-    extra = dict(master_type="failover", master_alive_interval=5, master_failback=False)
-    minion = real_minion(env, minion_name, [m1, m2], hm, **extra)
+    extra = dict(master_type="failover", master_alive_interval=5, master_failback=False, **minion_opts)
+    minion = real_minion(env, minion_name, [m1, m2], hm, transport, **extra)
     if sign:
         minion.write_config(verify_master_pubkey_sign=True)
         copy_key_pair(env.root / "signing", minion.root / "pki", "master_sign", private=False)
@@ -146,6 +189,11 @@ def failover(env, lab, minion_name, sign: bool):
     accept_pending(m1, minion_name)
     wait_ping(m1, minion_name)
     assert not ping_ok(m2, minion_name, 3), "a failover minion must talk to one master only"
+    if transport == "zeromq":
+        # Salt's ZeroMQ liveness job runs and finds the sylvite primary connected.
+        wait_for(lambda: master_alive_runs(minion_log(minion), m1.address) >= 2, 30, "__master_alive to run")
+        assert "Connection to master" not in minion_log(minion), minion_log(minion)[-4000:]
+        assert not ping_ok(m2, minion_name, 3)
     if sign:
         log = minion_log(minion)
         assert "Successfully verified signature of master public key" in log or \
@@ -165,18 +213,38 @@ def failover(env, lab, minion_name, sign: bool):
         # m2 sent a different master key than the cached one: accepted because signed
         assert (minion.root / "pki" / "minion_master.pub").read_text().strip() == \
             (m2.pki_dir / "master.pub").read_text().strip()
-    print(f"failover ({'per-master keys' if sign else 'shared key'}): m2 answered {took:.1f}s after SIGKILL of m1")
+    print(f"[{transport}] failover ({'per-master keys' if sign else 'shared key'}): m2 answered {took:.1f}s after SIGKILL of m1")
     lost = first_line_after(log, "Connection to master", killed_at)
     ready = first_line_after(log, "Re-initialising subsystems for new master", killed_at)
     assert lost and ready, log[-4000:]
     print(f"  minion log: lost after {log_time(lost) - killed_at:.2f}s, "
           f"re-initialised on m2 after {log_time(ready) - killed_at:.2f}s")
+    if transport == "zeromq":
+        # The new master's liveness job was scheduled and keeps finding it connected.
+        n = master_alive_runs(minion_log(minion), m2.address)
+        wait_for(lambda: master_alive_runs(minion_log(minion), m2.address) >= n + 2, 30,
+                 "__master_alive to run for m2")
+        assert first_line_after(minion_log(minion), f"Connection to master {m2.address} lost", killed_at) is None
+        assert m2.salt_json(minion_name, "test.echo", "still-on-m2") == {minion_name: "still-on-m2"}
     assert minion.proc.alive()
     return took
 
 
-def test_failover_shared_key(env, lab):
-    failover(env, lab, "fo1", sign=False)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_failover_shared_key(env, lab, transport):
+    failover(env, lab, "fo1", sign=False, transport=transport)
+
+
+def test_failover_zeromq_master_alive_job_alone(env, lab):
+    """ZeroMQ with zmq_monitor off: no disconnect callback, so only Salt's __master_alive
+    job (status.master, every master_alive_interval = 5 s) can notice that the sylvite
+    primary is gone; it must, and the minion must fail over to the secondary."""
+    took = failover(env, lab, "fo5", sign=False, transport="zeromq", zmq_monitor=False)
+    log = minion_log(env.nodes[-1])
+    assert "ZeroMQ event" not in log  # the monitor was off indeed
+    lost = log[:log.index("Connection to master")]
+    assert "Running scheduled job: __master_alive_" in lost[lost.rfind("Running scheduled job"):], log[-4000:]
+    assert took < 5 + 60
 
 
 def test_failover_per_master_keys_signed_by_master_sign(env, lab):
