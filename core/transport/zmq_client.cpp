@@ -166,8 +166,8 @@ class zreq_core : public std::enable_shared_from_this<zreq_core> {
       serve();
       return;
     }
-    if (e.event == ZMQ_EVENT_DISCONNECTED ||
-        (e.event != ZMQ_EVENT_CONNECT_RETRIED && e.event != ZMQ_EVENT_CONNECTED)) {
+    if (e.event == ZMQ_EVENT_DISCONNECTED || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+        e.event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       // Lost (or the handshake failed): a REQ socket would wait forever for a reply the
       // master will never send.
       auto p = s->call;

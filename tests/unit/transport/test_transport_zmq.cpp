@@ -337,6 +337,24 @@ TEST(ZmqReqServer, RoundTripHandlerSeesBody) {
   EXPECT_EQ(srv.refused(), 0u);
 }
 
+// zmq_monitor: True reports every socket event (connect delayed, closed, ...): none of
+// the ones that are not a loss may fail a request.
+TEST(ZmqReqClient, MonitorEveryEventStillAnswers) {
+  io_pool pool;
+  auto z = test_zopt();
+  z.monitor = true;
+  tr::zmq_req_server srv(pool.io, local_tcp(), {}, z, echo_handler());
+  ASSERT_TRUE(srv.start());
+  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, z);
+  for (int i = 0; i < 4; ++i) {
+    auto f = request(pool, c, value{{"n", i}});
+    auto r = get(f);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ((*r)["echo"]["n"], i);
+  }
+  c->close();
+}
+
 TEST(ZmqReqServer, ReplyFromAnotherThread) {
   io_pool pool;
   std::vector<std::thread> repliers;
