@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
 #include <atomic>
@@ -203,7 +204,10 @@ constexpr int k_batch = 256;  // messages handled before yielding the strand
 
 void zsock::start(on_message_fn on_msg) {
   on_msg_ = std::move(on_msg);
-  pump();
+  // The first pump on the strand: a server starts its sockets from another thread while
+  // the io threads may already run, and a wait completing on the strand during a pump on
+  // that thread would find in_pump_ set and never re-arm (a socket that stops reading).
+  asio::dispatch(strand_, [self = shared_from_this()] { self->pump(); });
 }
 
 void zsock::arm() {
@@ -282,7 +286,7 @@ bool zsock::watch(int events_mask, on_event_fn on_event) {
   boost::system::error_code ec;
   if (zmq_getsockopt(mon_, ZMQ_FD, &fd, &sz) == 0) msd_.assign(fd, ec);
   on_event_ = std::move(on_event);
-  pump_monitor();
+  asio::dispatch(strand_, [self = shared_from_this()] { self->pump_monitor(); });
   return true;
 }
 

@@ -67,9 +67,11 @@ class zsock : public std::enable_shared_from_this<zsock> {
   result<void> bind(const std::string& uri);
   result<void> connect(const std::string& uri);
   std::string last_endpoint() const;
-  // Watch connection events (inproc monitor). Call before bind/connect.
+  // Watch connection events (inproc monitor). Call before bind/connect; the monitor is
+  // read on the strand.
   bool watch(int events, on_event_fn on_event);
-  // Start delivering messages (on the strand).
+  // Start delivering messages. Callable before the strand runs or from another thread
+  // (a server's start()): the first read is dispatched onto the strand.
   void start(on_message_fn on_msg);
   // Non-blocking send of one multipart message; false if libzmq refused (HWM, no peer,
   // closed). Re-checks for input afterwards.
