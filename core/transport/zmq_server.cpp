@@ -42,15 +42,6 @@ std::uint16_t port_of_endpoint(const std::string& ep) {
   }
 }
 
-std::string bind_uri(const endpoint& ep) {
-  if (ep.port == 0) {
-    std::string h = ep.host.empty() ? "0.0.0.0" : ep.host;
-    if (h.find(':') != std::string::npos && h.front() != '[') h = "[" + h + "]";
-    return "tcp://" + h + ":*";
-  }
-  return zmq_detail::tcp_uri(ep.host, ep.port, true);
-}
-
 std::string peer_of_fd(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -159,7 +150,7 @@ result<void> zmq_pub_server::start() {
     self->conns.on_event(e);
     if (self->zopt.monitor) log_event("publish port", e);
   });
-  if (auto r = d.sock->bind(bind_uri(d.ep)); !r) {
+  if (auto r = d.sock->bind(zmq_detail::tcp_uri(d.ep.host, d.ep.port, true)); !r) {
     d.sock->close();
     return r.error();
   }
@@ -315,7 +306,7 @@ result<void> zmq_req_server::start() {
     self->conns.on_event(e);
     if (self->zopt.monitor) log_event("request port", e);
   });
-  if (auto r = d.sock->bind(bind_uri(d.ep)); !r) {
+  if (auto r = d.sock->bind(zmq_detail::tcp_uri(d.ep.host, d.ep.port, true)); !r) {
     d.sock->close();
     return r.error();
   }

@@ -358,18 +358,7 @@ std::string tcp_uri(const std::string& host, std::uint16_t port, bool bind) {
   std::string h = host;
   if (h.empty() || (bind && h == "0.0.0.0")) h = bind ? "*" : "127.0.0.1";
   if (h.find(':') != std::string::npos && h.front() != '[') h = "[" + h + "]";
-  return "tcp://" + h + ":" + std::to_string(port);
-}
-
-std::string address_only(const std::string& peer) {
-  if (peer.empty()) return peer;
-  if (peer.front() == '[') {
-    auto e = peer.find(']');
-    return e == std::string::npos ? peer : peer.substr(1, e - 1);
-  }
-  auto c = peer.rfind(':');
-  if (c != std::string::npos && peer.find(':') == c) return peer.substr(0, c);
-  return peer;
+  return "tcp://" + h + ":" + (bind && port == 0 ? std::string("*") : std::to_string(port));
 }
 
 }  // namespace zmq_detail

@@ -102,9 +102,8 @@ class zsock : public std::enable_shared_from_this<zsock> {
   on_event_fn on_event_;
 };
 
-// "tcp://host:port" for libzmq: IPv6 addresses in brackets, "" host -> "*" (bind).
+// "tcp://host:port" for libzmq: IPv6 addresses in brackets, "" host -> "*" (bind), port 0
+// -> "*" (bind: any free port; see last_endpoint()).
 std::string tcp_uri(const std::string& host, std::uint16_t port, bool bind);
-// "1.2.3.4" from "1.2.3.4:5678" / "[::1]:5678".
-std::string address_only(const std::string& peer);
 
 }  // namespace sylvite::transport::zmq_detail
