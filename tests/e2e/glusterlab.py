@@ -193,10 +193,18 @@ class GlusterLab:
             if p.poll() is not None:
                 raise RuntimeError(f"glusterd on {host.name} exited with {p.returncode}: "
                                    f"{self._tail(self.node_dir(host) / 'log' / 'glusterd.log')}")
-            if self.sock(host).exists() and self.gluster(host, "peer", "status", timeout=10).returncode == 0:
-                return
+            if self.sock(host).exists():
+                # A glusterd still initialising (slow under a loaded CI machine) can hold a CLI
+                # call past its timeout: that is "not yet", like a refused one, until the deadline.
+                try:
+                    if self.gluster(host, "peer", "status", timeout=10).returncode == 0:
+                        return
+                except subprocess.TimeoutExpired:
+                    pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"glusterd on {host.name} not answering on {self.sock(host)}")
+                raise RuntimeError(f"glusterd on {host.name} not answering on {self.sock(host)} "
+                                   f"within {self.timeout:.0f} s:"
+                                   f"{self._tail(self.node_dir(host) / 'log' / 'glusterd.log')}")
             time.sleep(0.1)
 
     def _create_volume(self, allow_clients: bool):
