@@ -40,6 +40,7 @@ LAYERS = {
     "core/pki": 3,
     "core/match": 3,
     "core/output": 3,
+    "core/render": 3,
     "core/transport": 4,
     "cluster": 5,
     "minion": 5,
