@@ -5,12 +5,15 @@ process opens N connections (SUB, or REQ sending one 100-byte request each), and
 server's RSS growth per connection is printed. This is the floor any master on ZeroMQ
 pays per minion (one publish and one request connection each).
 
-  build/venv/bin/python bench/zmq_conn_memory.py [--n 2000]
+  build/venv/bin/python bench/zmq_conn_memory.py [--n 2000] [--server-lib system|pyzmq]
 
-Uses the venv's pyzmq (its bundled libzmq); sylvite links Debian's libzmq 4.3.4, which
-shares the same pipe and buffer sizes (message_pipe_granularity 256 x 64-byte msg_t per
-pipe chunk, 8 KiB batch buffers; the batch sizes are settable only in draft builds).
+The server uses Debian's libzmq (libzmq.so.5, the one sylvite links) through ctypes by
+default, or the venv's pyzmq and its bundled libzmq; the clients always use pyzmq. Both
+libzmq builds share the same pipe and buffer sizes (message_pipe_granularity 256 x 64-byte
+msg_t per pipe chunk, 8 KiB batch buffers; the batch sizes are settable only in draft
+builds, and Debian's libzmq5 is not one: it exports no zmq_poller_* symbols).
 """
+import ctypes
 import argparse
 import subprocess
 import sys
@@ -27,6 +30,28 @@ def rss_kb(pid):
     return 0
 
 
+def serve_system(kind, port):
+    """The server on Debian's libzmq: XPUB or ROUTER, drained like a master would."""
+    z = ctypes.CDLL("libzmq.so.5", use_errno=True)
+    z.zmq_ctx_new.restype = ctypes.c_void_p
+    z.zmq_socket.restype = ctypes.c_void_p
+    z.zmq_socket.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    z.zmq_bind.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    z.zmq_recv.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    z.zmq_setsockopt.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    z.zmq_ctx_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    ctx = z.zmq_ctx_new()
+    z.zmq_ctx_set(ctx, 2, 100000)  # ZMQ_MAX_SOCKETS
+    s = z.zmq_socket(ctx, 9 if kind == "pub" else 6)  # ZMQ_XPUB, ZMQ_ROUTER
+    if z.zmq_bind(s, f"tcp://127.0.0.1:{port}".encode()) != 0:
+        raise SystemExit(f"bind: errno {ctypes.get_errno()}")
+    buf = ctypes.create_string_buffer(65536)
+    while True:
+        while z.zmq_recv(s, buf, len(buf), 1) >= 0:  # ZMQ_DONTWAIT
+            pass
+        time.sleep(0.05)
+
+
 def serve(kind, port):
     ctx = zmq.Context(1)
     s = ctx.socket(zmq.XPUB if kind == "pub" else zmq.ROUTER)
@@ -39,8 +64,9 @@ def serve(kind, port):
             time.sleep(0.05)
 
 
-def measure(kind, n, port):
-    srv = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port)])
+def measure(kind, n, port, lib):
+    srv = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port),
+                            "--server-lib", lib])
     try:
         time.sleep(1.0)
         before = rss_kb(srv.pid)
@@ -73,12 +99,14 @@ def main():
     p.add_argument("--n", type=int, default=2000)
     p.add_argument("--port", type=int, default=5599)
     p.add_argument("--serve", choices=["pub", "router"])
+    p.add_argument("--server-lib", choices=["system", "pyzmq"], default="system")
     a = p.parse_args()
     if a.serve:
-        return serve(a.serve, a.port)
-    print(f"libzmq {zmq.zmq_version()}, {a.n} connections")
+        return (serve_system if a.server_lib == "system" else serve)(a.serve, a.port)
+    lib = "Debian libzmq.so.5" if a.server_lib == "system" else f"pyzmq's libzmq {zmq.zmq_version()}"
+    print(f"server on {lib}, {a.n} connections")
     for kind, what in (("pub", "XPUB (publish port)"), ("router", "ROUTER (request port)")):
-        print(f"  {what}: {measure(kind, a.n, a.port):.1f} KB RSS per connection")
+        print(f"  {what}: {measure(kind, a.n, a.port, a.server_lib):.1f} KB RSS per connection")
 
 
 if __name__ == "__main__":

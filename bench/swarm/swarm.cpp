@@ -1,6 +1,7 @@
 // sylvite-swarm engine (see swarm.hpp). What one simulated minion does, as a Salt 3008
 // minion with `transport: tcp` (or `zeromq`) would:
-//   1. sign in (clear `_auth`, protocol v3) through the shared request pool; a pending
+//   1. sign in (clear `_auth`, protocol v3) through the shared request pool (zeromq: a
+//      REQ socket of its own for the sign-in, as Salt's AsyncAuth); a pending
 //      answer waits accept_wait and asks again; a timeout (auth_timeout) is counted and
 //      resent at once, auth_tries times, then accept_wait (Salt's sign_in + "retry");
 //      connection refused (master down) waits reconnect_delay;
@@ -170,6 +171,7 @@ class swarm {
   // lifecycle
   awaitable<void> lifecycle(sim_minion* m);
   awaitable<bool> sign_in(sim_minion* m);
+  std::shared_ptr<transport::req_client> auth_channel();  // zeromq: a sign-in's own REQ client
   awaitable<bool> connect_pub(sim_minion* m);
   awaitable<void> read_pub(sim_minion* m, std::shared_ptr<tcp::socket> sock);
   awaitable<void> lifecycle_zmq(sim_minion* m);
@@ -193,6 +195,7 @@ class swarm {
   swarm_options opt_;
   transport::kind kind_ = transport::kind::tcp;
   transport::zmq_options zopt_;
+  transport::zmq_options req_zopt_;  // request sockets: with connect events
   asio::io_context io_;
   std::vector<std::unique_ptr<sim_minion>> minions_;
   std::vector<std::shared_ptr<transport::req_client>> pool_;
@@ -263,13 +266,13 @@ bool swarm::prepare() {
   // events (a monitor per REQ socket; few sockets) so that a sign-in while the master is
   // down fails at once (refused -> wait reconnect_delay) as with tcp, instead of waiting
   // auth_timeout in libzmq's queue: the auth storm then measures the master alike.
-  transport::zmq_options req_zopt = zopt_;
-  req_zopt.connect_events = true;
+  req_zopt_ = zopt_;
+  req_zopt_.connect_events = true;
   for (std::size_t k = 0; k < std::max<std::size_t>(1, opt_.pool); ++k) {
     transport::endpoint ep{opt_.master, opt_.ret_port, {}};
     transport::options to;
     to.connect_timeout = milliseconds(3000);
-    pool_.push_back(transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt));
+    pool_.push_back(transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt_));
   }
 
   minions_.resize(opt_.count);
@@ -323,11 +326,25 @@ awaitable<void> swarm::sleep_for(milliseconds d) {
   co_await t.async_wait(asio::as_tuple(use_awaitable));
 }
 
+std::shared_ptr<transport::req_client> swarm::auth_channel() {
+  if (kind_ != transport::kind::zeromq) return nullptr;
+  transport::endpoint ep{opt_.master, opt_.ret_port, {}};
+  transport::options to;
+  to.connect_timeout = milliseconds(3000);
+  return transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt_);
+}
+
 awaitable<bool> swarm::sign_in(sim_minion* m) {
   m->state = static_cast<int>(mstate::authenticating);
   m->auth_start_ns = now_ns();
   int tries = 0;
   int timeouts_in_row = 0;
+  // zeromq: Salt's AsyncAuth.sign_in opens a clear request channel of its own (one REQ
+  // socket, replaced after a timeout) and closes it when done. Through the shared pool's
+  // few REQ sockets a sign-in would instead spend its auth_timeout queued in this process
+  // during a storm, and the master's work on it would be wasted: no real minion does that.
+  std::shared_ptr<transport::req_client> own = auth_channel();
+  transport::req_client* channel = own ? own.get() : m->req.get();
   while (!stopping_) {
     m->last_attempt_ns = now_ns();
     auto req = m->auth->make_request();
@@ -335,7 +352,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
     c_.auth_attempts++;
     ++tries;
     const milliseconds timeout = ms_of(opt_.auth_timeout);
-    auto r = co_await m->req->request(req.body, timeout);
+    auto r = co_await channel->request(req.body, timeout);
     if (!r) {
       if (r.error() == transport::errc::timeout) {
         m->auth_timeouts++;
@@ -372,6 +389,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
         }
         c_.auth_accepted++;
         m->auth_ok_ns = now_ns();
+        if (own) own->close();
         co_return true;
       }
       case minion::auth_status::pending: {
@@ -395,6 +413,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
     const milliseconds d = ms_of(std::max(opt_.accept_wait, 1.0));
     co_await sleep_for(d);
   }
+  if (own) own->close();
   co_return false;
 }
 
