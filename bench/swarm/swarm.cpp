@@ -1,7 +1,8 @@
 // sylvite-swarm engine (see swarm.hpp). What one simulated minion does, as a Salt 3008
 // minion with `transport: tcp` (or `zeromq`) would:
 //   1. sign in (clear `_auth`, protocol v3) through the shared request pool (zeromq: a
-//      REQ socket of its own for the sign-in, as Salt's AsyncAuth); a pending
+//      REQ socket of its own for the sign-in, without a monitor, as Salt's AsyncAuth;
+//      at most as many at once as this process has descriptors for); a pending
 //      answer waits accept_wait and asks again; a timeout (auth_timeout) is counted and
 //      resent at once, auth_tries times, then accept_wait (Salt's sign_in + "retry");
 //      connection refused (master down) waits reconnect_delay;
@@ -37,6 +38,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -172,6 +174,14 @@ class swarm {
   awaitable<void> lifecycle(sim_minion* m);
   awaitable<bool> sign_in(sim_minion* m);
   std::shared_ptr<transport::req_client> auth_channel();  // zeromq: a sign-in's own REQ client
+  // zeromq: sign-ins holding a REQ socket at once are capped by the descriptors this process
+  // may hold (the lab's 20,000): a minion beyond the cap starts its sign-in when one ends.
+  awaitable<void> acquire_auth_slot();
+  void release_auth_slot();
+  std::mutex auth_slots_mu_;
+  std::size_t auth_slots_free_ = 0;
+  std::size_t auth_slots_max_ = 0;
+  std::deque<std::function<void()>> auth_slot_waiters_;
   awaitable<bool> connect_pub(sim_minion* m);
   awaitable<void> read_pub(sim_minion* m, std::shared_ptr<tcp::socket> sock);
   awaitable<void> lifecycle_zmq(sim_minion* m);
@@ -247,6 +257,13 @@ bool swarm::prepare() {
                      opt_.count, opt_.transport, need, static_cast<unsigned long long>(rl.rlim_cur));
     return false;
   }
+  if (kind_ == transport::kind::zeromq) {
+    // Each sign-in socket: its TCP descriptor and its mailbox (no monitor).
+    const std::size_t used = opt_.count * per_minion + opt_.pool * 32 + 64;
+    const std::size_t room = std::min<std::size_t>(rl.rlim_cur, 19000);
+    auth_slots_max_ = std::max<std::size_t>(64, room > used ? (room - used) / 2 : 0);
+    auth_slots_free_ = auth_slots_max_;
+  }
   for (const auto& s : opt_.source_addrs) {
     boost::system::error_code ec;
     auto a = asio::ip::make_address(s, ec);
@@ -315,7 +332,8 @@ bool swarm::prepare() {
     return false;
   }
   json j = {{"event", "keys"},      {"loaded", ks.loaded}, {"generated", ks.generated},
-            {"seconds", ks.seconds}, {"count", opt_.count}, {"state_dir", opt_.state_dir.string()}};
+            {"seconds", ks.seconds}, {"count", opt_.count}, {"state_dir", opt_.state_dir.string()},
+           {"auth_slots", auth_slots_max_}};
   emit(j);
   return true;
 }
@@ -331,7 +349,47 @@ std::shared_ptr<transport::req_client> swarm::auth_channel() {
   transport::endpoint ep{opt_.master, opt_.ret_port, {}};
   transport::options to;
   to.connect_timeout = milliseconds(3000);
-  return transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt_);
+  // No connect monitor, as Salt's RequestClient: while the master is down libzmq re-dials
+  // and the request waits in its queue until auth_timeout.
+  return transport::make_req_client(kind_, io_.get_executor(), ep, to, zopt_);
+}
+
+awaitable<void> swarm::acquire_auth_slot() {
+  struct waiter {
+    explicit waiter(asio::any_io_executor ex) : timer(ex, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer timer;
+    bool handed = false;  // on the minion's strand
+  };
+  auto ex = co_await asio::this_coro::executor;  // the minion's strand
+  auto w = std::make_shared<waiter>(ex);
+  {
+    std::lock_guard lk(auth_slots_mu_);
+    if (auth_slots_free_ > 0) {
+      --auth_slots_free_;
+      co_return;
+    }
+    auth_slot_waiters_.push_back([w, ex] {
+      asio::post(ex, [w] {
+        w->handed = true;
+        w->timer.cancel();
+      });
+    });
+  }
+  while (!w->handed && !stopping_) co_await w->timer.async_wait(asio::as_tuple(use_awaitable));
+}
+
+void swarm::release_auth_slot() {
+  std::function<void()> next;
+  {
+    std::lock_guard lk(auth_slots_mu_);
+    if (auth_slot_waiters_.empty()) {
+      ++auth_slots_free_;
+      return;
+    }
+    next = std::move(auth_slot_waiters_.front());
+    auth_slot_waiters_.pop_front();
+  }
+  next();  // the slot passes to the oldest waiter
 }
 
 awaitable<bool> swarm::sign_in(sim_minion* m) {
@@ -343,6 +401,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
   // socket, replaced after a timeout) and closes it when done. Through the shared pool's
   // few REQ sockets a sign-in would instead spend its auth_timeout queued in this process
   // during a storm, and the master's work on it would be wasted: no real minion does that.
+  if (kind_ == transport::kind::zeromq) co_await acquire_auth_slot();
   std::shared_ptr<transport::req_client> own = auth_channel();
   transport::req_client* channel = own ? own.get() : m->req.get();
   while (!stopping_) {
@@ -389,7 +448,10 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
         }
         c_.auth_accepted++;
         m->auth_ok_ns = now_ns();
-        if (own) own->close();
+        if (own) {
+          own->close();
+          release_auth_slot();
+        }
         co_return true;
       }
       case minion::auth_status::pending: {
@@ -413,7 +475,10 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
     const milliseconds d = ms_of(std::max(opt_.accept_wait, 1.0));
     co_await sleep_for(d);
   }
-  if (own) own->close();
+  if (own) {
+    own->close();
+    release_auth_slot();
+  }
   co_return false;
 }
 
