@@ -1,0 +1,125 @@
+// sylvite::render wire protocol (render_protocol.hpp).
+#include "core/render/render_protocol.hpp"
+
+#include <openssl/evp.h>
+
+namespace sylvite::render {
+namespace {
+
+std::string b64_encode(const std::vector<std::uint8_t>& in) {
+  std::string out(4 * ((in.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), in.data(), static_cast<int>(in.size()));
+  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return out;
+}
+
+bool b64_decode(const std::string& in, std::vector<std::uint8_t>& out) {
+  if (in.size() % 4 != 0) return false;
+  out.assign(3 * in.size() / 4, 0);
+  int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  if (n < 0) return false;
+  std::size_t pad = 0;
+  if (!in.empty() && in.back() == '=') ++pad;
+  if (in.size() > 1 && in[in.size() - 2] == '=') ++pad;
+  out.resize(static_cast<std::size_t>(n) - pad);
+  return true;
+}
+
+// Binary -> tagged object (JSON has no bytes).
+wire::value to_json(const wire::value& v) {
+  if (v.is_binary()) return wire::value::object({{bytes_tag, b64_encode(v.get_binary())}});
+  if (v.is_object()) {
+    wire::value o = wire::value::object();
+    for (auto it = v.begin(); it != v.end(); ++it) o[it.key()] = to_json(it.value());
+    return o;
+  }
+  if (v.is_array()) {
+    wire::value a = wire::value::array();
+    for (const auto& e : v) a.push_back(to_json(e));
+    return a;
+  }
+  return v;
+}
+
+void from_json(wire::value& v) {
+  if (v.is_object()) {
+    if (v.size() == 1 && v.contains(bytes_tag) && v[bytes_tag].is_string()) {
+      std::vector<std::uint8_t> raw;
+      if (b64_decode(v[bytes_tag].get<std::string>(), raw)) {
+        v = wire::value::binary(std::move(raw));
+        return;
+      }
+    }
+    for (auto& [k, e] : v.items()) from_json(e);
+  } else if (v.is_array()) {
+    for (auto& e : v) from_json(e);
+  }
+}
+
+wire::value string_list(const std::vector<std::string>& l) {
+  wire::value a = wire::value::array();
+  for (const auto& s : l) a.push_back(s);
+  return a;
+}
+
+}  // namespace
+
+std::string frame_header(std::size_t len) {
+  std::string h(4, '\0');
+  h[0] = static_cast<char>((len >> 24) & 0xff);
+  h[1] = static_cast<char>((len >> 16) & 0xff);
+  h[2] = static_cast<char>((len >> 8) & 0xff);
+  h[3] = static_cast<char>(len & 0xff);
+  return h;
+}
+
+std::string encode_request(const request& r, std::size_t max_output_bytes) {
+  wire::value roots = wire::value::array();
+  for (const auto& p : r.roots) roots.push_back(p.string());
+  wire::value j = wire::value::object();
+  j["path"] = r.path.string();
+  j["saltenv"] = r.saltenv;
+  j["sls"] = r.sls;
+  j["roots"] = std::move(roots);
+  j["default_pipe"] = r.default_pipe;
+  j["blacklist"] = string_list(r.blacklist);
+  j["whitelist"] = string_list(r.whitelist);
+  j["context"] = to_json(r.context);
+  j["max_output_bytes"] = max_output_bytes;
+  return j.dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace);
+}
+
+bool decode_reply(const std::string& body, outcome& out, std::string& err) {
+  wire::value j = wire::value::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("status") || !j["status"].is_string()) {
+    err = "not a reply document (" + std::to_string(body.size()) + " bytes)";
+    return false;
+  }
+  const std::string st = j["status"].get<std::string>();
+  if (st == "ok") {
+    if (!j.contains("data")) {
+      err = "reply without data";
+      return false;
+    }
+    out.st = outcome::status::ok;
+    out.data = std::move(j["data"]);
+    from_json(out.data);
+    return true;
+  }
+  if (!j.contains("error") || !j["error"].is_string()) {
+    err = "error reply without a message";
+    return false;
+  }
+  if (st == "render_error")
+    out.st = outcome::status::render_error;
+  else if (st == "unsupported_renderer")
+    out.st = outcome::status::unsupported_renderer;
+  else {
+    err = "unknown status '" + st + "'";
+    return false;
+  }
+  out.error = j["error"].get<std::string>();
+  return true;
+}
+
+}  // namespace sylvite::render
