@@ -4680,7 +4680,7 @@ def serve(debug_hooks=0):
             limit = 0
             reply = {"status": "render_error", "error": f"invalid render request: {exc}"}
         out = json.dumps(reply, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass")
-        if limit and len(out) > limit + 4096:
+        if limit and len(out) > limit:
             out = json.dumps({"status": "render_error", "error": "rendering {} produced {} bytes, more than the "
                               "limit of {} bytes".format(req.get("path"), len(out), limit)}).encode("utf-8")
         _write_frame(out)
