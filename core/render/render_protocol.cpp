@@ -3,6 +3,9 @@
 
 #include <openssl/evp.h>
 
+#include <cmath>
+#include <limits>
+
 namespace sylvite::render {
 namespace {
 
@@ -27,6 +30,10 @@ bool b64_decode(const std::string& in, std::vector<std::uint8_t>& out) {
 
 // Binary -> tagged object (JSON has no bytes).
 wire::value to_json(const wire::value& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>())) {
+    double d = v.get<double>();
+    return wire::value::object({{float_tag, std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf")}});
+  }
   if (v.is_binary()) return wire::value::object({{bytes_tag, b64_encode(v.get_binary())}});
   if (v.is_object()) {
     wire::value o = wire::value::object();
@@ -47,6 +54,14 @@ void from_json(wire::value& v) {
       std::vector<std::uint8_t> raw;
       if (b64_decode(v[bytes_tag].get<std::string>(), raw)) {
         v = wire::value::binary(std::move(raw));
+        return;
+      }
+    }
+    if (v.size() == 1 && v.contains(float_tag) && v[float_tag].is_string()) {
+      const std::string f = v[float_tag].get<std::string>();
+      if (f == "inf" || f == "-inf" || f == "nan") {
+        v = f == "nan" ? std::numeric_limits<double>::quiet_NaN()
+                       : (f == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
         return;
       }
     }

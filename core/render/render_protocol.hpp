@@ -5,7 +5,8 @@
 //             "whitelist": [...], "context": {...}, "max_output_bytes": N}
 //   reply:   {"status": "ok", "data": ...} |
 //            {"status": "render_error" | "unsupported_renderer", "error": "..."}
-// Byte strings travel as {"__sylvite_bytes__": "<base64>"} both ways.
+// Byte strings travel as {"__sylvite_bytes__": "<base64>"} and non-finite floats as
+// {"__sylvite_float__": "inf" | "-inf" | "nan"}, both ways.
 // Thread-safety: pure functions.
 #pragma once
 #include <cstdint>
@@ -16,6 +17,7 @@
 namespace sylvite::render {
 
 inline constexpr const char* bytes_tag = "__sylvite_bytes__";
+inline constexpr const char* float_tag = "__sylvite_float__";
 
 std::string frame_header(std::size_t len);
 std::string encode_request(const request& r, std::size_t max_output_bytes);

@@ -34,6 +34,13 @@ import subprocess
 import sys
 import time
 import traceback
+import types
+import unicodedata
+import difflib
+import errno
+import functools
+import socket
+from string import ascii_letters, digits
 import uuid
 import warnings
 from collections import OrderedDict
@@ -66,6 +73,17 @@ for _lvl, _name in ((15, "PROFILE"), (5, "TRACE"), (1, "GARBAGE")):
     setattr(logging.Logger, _name.lower(),
             (lambda lvl: lambda self, msg, *a, **k: self.log(lvl, msg, *a, **k))(_lvl))
 log = logging.getLogger("sylvite-render")
+try:
+    import jmespath  # Debian python3-jmespath: the json_query filter
+except ImportError:
+    jmespath = None
+try:
+    import timelib  # never in Debian; Salt's venv lacks it too
+    HAS_TIMELIB = True
+except ImportError:
+    HAS_TIMELIB = False
+ALGORITHMS_ATTR_NAME = "algorithms_guaranteed"  # salt/utils/data.py
+GLOBAL_UUID = uuid.UUID("91633EBF-1C86-5E33-935A-28061F4B480E")  # salt/utils/jinja.py
 DEFAULT_TARGET_DELIM = ":"
 SLS_ENCODING = "utf-8"
 __salt_system_encoding__ = "utf-8"
@@ -362,6 +380,90 @@ def safe_dump(data, stream=None, **kwargs):
         kwargs["allow_unicode"] = True
     kwargs.setdefault("default_flow_style", None)
     return yaml.dump(data, stream, Dumper=SafeOrderedDumper, **kwargs)
+
+# --- salt/utils/data.py: CaseInsensitiveDict
+class CaseInsensitiveDict(MutableMapping):
+
+    def __init__(self, init=None, **kwargs):
+        """
+        Force internal dict to be ordered to ensure a consistent iteration
+        order, irrespective of case.
+        """
+        self._data = OrderedDict()
+        self.update(init or {}, **kwargs)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __setitem__(self, key, value):
+        # Store the case-sensitive key so it is available for dict iteration
+        self._data[to_lowercase(key)] = (key, value)
+
+    def __delitem__(self, key):
+        del self._data[to_lowercase(key)]
+
+    def __getitem__(self, key):
+        return self._data[to_lowercase(key)][1]
+
+    def __iter__(self):
+        return (item[0] for item in self._data.values())
+
+    def __eq__(self, rval):
+        if not isinstance(rval, Mapping):
+            # Comparing to non-mapping type (e.g. int) is always False
+            return False
+        return dict(self.items_lower()) == dict(CaseInsensitiveDict(rval).items_lower())
+
+    def __repr__(self):
+        return repr(dict(self.items()))
+
+    def items_lower(self):
+        """
+        Returns a generator iterating over keys and values, with the keys all
+        being lowercase.
+        """
+        return ((key, val[1]) for key, val in self._data.items())
+
+    def copy(self):
+        """
+        Returns a copy of the object
+        """
+        return CaseInsensitiveDict(self._data.items())
+
+
+# --- salt/utils/data.py: __change_case
+def __change_case(data, attr, preserve_dict_class=False):
+    try:
+        return getattr(data, attr)()
+    except AttributeError:
+        pass
+
+    data_type = data.__class__
+
+    if isinstance(data, Mapping):
+        return (data_type if preserve_dict_class else dict)(
+            (
+                __change_case(key, attr, preserve_dict_class),
+                __change_case(val, attr, preserve_dict_class),
+            )
+            for key, val in data.items()
+        )
+    if isinstance(data, Sequence):
+        return data_type(
+            __change_case(item, attr, preserve_dict_class) for item in data
+        )
+    return data
+
+
+# --- salt/utils/data.py: to_lowercase
+def to_lowercase(data, preserve_dict_class=False):
+    return __change_case(data, "lower", preserve_dict_class)
+
+
+# --- salt/utils/data.py: to_uppercase
+def to_uppercase(data, preserve_dict_class=False):
+    return __change_case(data, "upper", preserve_dict_class)
+
 
 # --- salt/utils/data.py: compare_dicts
 @jinja_filter("compare_dicts")
@@ -1171,6 +1273,87 @@ def substr_in_list(string_to_search_for, list_to_search):
     return any(string_to_search_for in s for s in list_to_search)
 
 
+# --- salt/utils/data.py: is_dictlist
+def is_dictlist(data):
+    if isinstance(data, list):
+        for element in data:
+            if isinstance(element, dict):
+                if len(element) != 1:
+                    return False
+            else:
+                return False
+        return True
+    return False
+
+
+# --- salt/utils/data.py: repack_dictlist
+def repack_dictlist(data, strict=False, recurse=False, key_cb=None, val_cb=None):
+    if isinstance(data, str):
+        try:
+            data = safe_load(data)
+        except parser.ParserError as err:
+            log.error(err)
+            return {}
+
+    if key_cb is None:
+
+        def key_cb(x):
+            return x
+
+    if val_cb is None:
+
+        def val_cb(x, y):
+            return y
+
+    valid_non_dict = ((str,), (int,), float)
+    if isinstance(data, list):
+        for element in data:
+            if isinstance(element, valid_non_dict):
+                continue
+            if isinstance(element, dict):
+                if len(element) != 1:
+                    log.error(
+                        "Invalid input for repack_dictlist: key/value pairs "
+                        "must contain only one element (data passed: %s).",
+                        element,
+                    )
+                    return {}
+            else:
+                log.error(
+                    "Invalid input for repack_dictlist: element %s is "
+                    "not a string/dict/numeric value",
+                    element,
+                )
+                return {}
+    else:
+        log.error(
+            "Invalid input for repack_dictlist, data passed is not a list (%s)", data
+        )
+        return {}
+
+    ret = {}
+    for element in data:
+        if isinstance(element, valid_non_dict):
+            ret[key_cb(element)] = None
+        else:
+            key = next(iter(element))
+            val = element[key]
+            if is_dictlist(val):
+                if recurse:
+                    ret[key_cb(key)] = repack_dictlist(val, recurse=recurse)
+                elif strict:
+                    log.error(
+                        "Invalid input for repack_dictlist: nested dictlist "
+                        "found, but recurse is set to False"
+                    )
+                    return {}
+                else:
+                    ret[key_cb(key)] = val_cb(key, val)
+            else:
+                ret[key_cb(key)] = val_cb(key, val)
+    return ret
+
+
 # --- salt/utils/data.py: is_list
 @jinja_filter("is_list")
 def is_list(value):
@@ -1282,6 +1465,178 @@ def stringify(data):
         if not isinstance(item, str):
             item = str(item)
         ret.append(item)
+    return ret
+
+
+# --- salt/utils/data.py: json_query
+@jinja_filter("json_query")
+def json_query(data, expr):
+    if jmespath is None:
+        err = "json_query requires jmespath module installed"
+        log.error(err)
+        raise RuntimeError(err)
+    return jmespath.search(expr, data)
+
+
+# --- salt/utils/data.py: _is_not_considered_falsey
+def _is_not_considered_falsey(value, ignore_types=()):
+    return isinstance(value, bool) or type(value) in ignore_types or value
+
+
+# --- salt/utils/data.py: filter_falsey
+def filter_falsey(data, recurse_depth=None, ignore_types=()):
+    filter_element = (
+        functools.partial(
+            filter_falsey, recurse_depth=recurse_depth - 1, ignore_types=ignore_types
+        )
+        if recurse_depth
+        else lambda x: x
+    )
+
+    if isinstance(data, dict):
+        processed_elements = [
+            (key, filter_element(value)) for key, value in data.items()
+        ]
+        return type(data)(
+            [
+                (key, value)
+                for key, value in processed_elements
+                if _is_not_considered_falsey(value, ignore_types=ignore_types)
+            ]
+        )
+    if is_iter(data):
+        processed_elements = (filter_element(value) for value in data)
+        return type(data)(
+            [
+                value
+                for value in processed_elements
+                if _is_not_considered_falsey(value, ignore_types=ignore_types)
+            ]
+        )
+    return data
+
+
+# --- salt/utils/data.py: recursive_diff
+def recursive_diff(
+    old, new, ignore_keys=None, ignore_order=False, ignore_missing_keys=False
+):
+    ignore_keys = ignore_keys or []
+    res = {}
+    ret_old = copy.deepcopy(old)
+    ret_new = copy.deepcopy(new)
+    if (
+        isinstance(old, OrderedDict)
+        and isinstance(new, OrderedDict)
+        and not ignore_order
+    ):
+        append_old, append_new = [], []
+        if len(old) != len(new):
+            min_length = min(len(old), len(new))
+            # The list coercion is required for Py3
+            append_old = list(old.keys())[min_length:]
+            append_new = list(new.keys())[min_length:]
+        # Compare ordered
+        for key_old, key_new in zip(old, new):
+            if key_old == key_new:
+                if key_old in ignore_keys:
+                    del ret_old[key_old]
+                    del ret_new[key_new]
+                else:
+                    res = recursive_diff(
+                        old[key_old],
+                        new[key_new],
+                        ignore_keys=ignore_keys,
+                        ignore_order=ignore_order,
+                        ignore_missing_keys=ignore_missing_keys,
+                    )
+                    if not res:  # Equal
+                        del ret_old[key_old]
+                        del ret_new[key_new]
+                    else:
+                        ret_old[key_old] = res["old"]
+                        ret_new[key_new] = res["new"]
+            else:
+                if key_old in ignore_keys:
+                    del ret_old[key_old]
+                if key_new in ignore_keys:
+                    del ret_new[key_new]
+        # If the OrderedDicts were of inequal length, add the remaining key/values.
+        for item in append_old:
+            ret_old[item] = old[item]
+        for item in append_new:
+            ret_new[item] = new[item]
+        ret = {"old": ret_old, "new": ret_new} if ret_old or ret_new else {}
+    elif isinstance(old, Mapping) and isinstance(new, Mapping):
+        # Compare unordered
+        for key in set(list(old) + list(new)):
+            if key in ignore_keys:
+                ret_old.pop(key, None)
+                ret_new.pop(key, None)
+            elif ignore_missing_keys and key in old and key not in new:
+                del ret_old[key]
+            elif key in old and key in new:
+                res = recursive_diff(
+                    old[key],
+                    new[key],
+                    ignore_keys=ignore_keys,
+                    ignore_order=ignore_order,
+                    ignore_missing_keys=ignore_missing_keys,
+                )
+                if not res:  # Equal
+                    del ret_old[key]
+                    del ret_new[key]
+                else:
+                    ret_old[key] = res["old"]
+                    ret_new[key] = res["new"]
+        ret = {"old": ret_old, "new": ret_new} if ret_old or ret_new else {}
+    elif isinstance(old, set) and isinstance(new, set):
+        ret = {"old": old - new, "new": new - old} if old - new or new - old else {}
+    elif is_iter(old) and is_iter(new):
+        # Create a list so we can edit on an index-basis.
+        list_old = list(ret_old)
+        list_new = list(ret_new)
+        if ignore_order:
+            for item_old in old:
+                for item_new in new:
+                    res = recursive_diff(
+                        item_old,
+                        item_new,
+                        ignore_keys=ignore_keys,
+                        ignore_order=ignore_order,
+                        ignore_missing_keys=ignore_missing_keys,
+                    )
+                    if not res:
+                        list_old.remove(item_old)
+                        list_new.remove(item_new)
+                        continue
+        else:
+            remove_indices = []
+            for index, (iter_old, iter_new) in enumerate(zip(old, new)):
+                res = recursive_diff(
+                    iter_old,
+                    iter_new,
+                    ignore_keys=ignore_keys,
+                    ignore_order=ignore_order,
+                    ignore_missing_keys=ignore_missing_keys,
+                )
+                if not res:  # Equal
+                    remove_indices.append(index)
+                else:
+                    list_old[index] = res["old"]
+                    list_new[index] = res["new"]
+            for index in reversed(remove_indices):
+                list_old.pop(index)
+                list_new.pop(index)
+        # Instantiate a new whatever-it-was using the list as iterable source.
+        # This may not be the most optimized in way of speed and memory usage,
+        # but it will work for all iterable types.
+        ret = (
+            {"old": type(old)(list_old), "new": type(new)(list_new)}
+            if list_old or list_new
+            else {}
+        )
+    else:
+        ret = {} if old == new else {"old": ret_old, "new": ret_new}
     return ret
 
 
@@ -3689,8 +4044,6 @@ def _merge_recursive_aggregate(obj_a, obj_b, level=1):  # salt.serializers.yamle
     return merge_recurse(obj_a, obj_b)
 
 
-
-
 class RenderState:
     """The request being rendered (one at a time per worker)."""
 
@@ -4566,12 +4919,15 @@ def compile_template(template, default, blacklist, whitelist, saltenv="base", sl
 
 # --- protocol --------------------------------------------------------------------------
 BYTES_TAG = "__sylvite_bytes__"
+FLOAT_TAG = "__sylvite_float__"
 
 
 def from_wire(v):
     if isinstance(v, dict):
         if len(v) == 1 and BYTES_TAG in v and isinstance(v[BYTES_TAG], str):
             return base64.b64decode(v[BYTES_TAG])
+        if len(v) == 1 and FLOAT_TAG in v and isinstance(v[FLOAT_TAG], str):
+            return float(v[FLOAT_TAG])
         return {k: from_wire(x) for k, x in v.items()}
     if isinstance(v, list):
         return [from_wire(x) for x in v]
@@ -4600,7 +4956,7 @@ def to_wire(v):
     if isinstance(v, (bytes, bytearray)):
         return {BYTES_TAG: base64.b64encode(bytes(v)).decode("ascii")}
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-        return str(v)
+        return {FLOAT_TAG: repr(v)}
     if v is None or isinstance(v, (str, int, float, bool)):
         return v
     return str(v)
@@ -4684,3 +5040,35 @@ def serve(debug_hooks=0):
             out = json.dumps({"status": "render_error", "error": "rendering {} produced {} bytes, more than the "
                               "limit of {} bytes".format(req.get("path"), len(out), limit)}).encode("utf-8")
         _write_frame(out)
+
+
+# salt/utils/dateutils.py date_cast parses fuzzy dates with timelib (PHP strtotime), which
+# Debian does not package: absolute dates go through dateutil here, relative phrases
+# ("+1 day", "next monday") are not understood (Salt's error text without timelib).
+try:
+    import dateutil.parser as _dateutil_parser
+except ImportError:
+    _dateutil_parser = None
+
+
+def date_cast(date):
+    if date is None:
+        return datetime.datetime.now()
+    elif isinstance(date, datetime.datetime):
+        return date
+    try:
+        if isinstance(date, str):
+            if not HAS_TIMELIB and _dateutil_parser is not None and not re.fullmatch(r"\s*[0-9.]+\s*", date):
+                try:
+                    return _dateutil_parser.parse(date)
+                except (ValueError, OverflowError):
+                    pass
+            if date.isdigit():
+                date = int(date)
+            else:
+                date = float(date)
+        return datetime.datetime.fromtimestamp(date)
+    except Exception:  # pylint: disable=broad-except
+        if HAS_TIMELIB:
+            raise ValueError(f"Unable to parse {date}")
+        raise RuntimeError(f"Unable to parse {date}. Consider installing timelib")
