@@ -31,6 +31,19 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// AddressSanitizer reserves terabytes of address space: no RLIMIT_AS in such builds.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool sanitized_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool sanitized_build = true;
+#else
+constexpr bool sanitized_build = false;
+#endif
+#else
+constexpr bool sanitized_build = false;
+#endif
+
 struct worker_proc {
   pid_t pid = -1;
   int fd = -1;  // our end of the socketpair
@@ -159,6 +172,12 @@ class process_pool final : public renderer {
         ++live_;
       }
     }
+    if (w.pid > 0 && ::waitpid(w.pid, nullptr, WNOHANG) == w.pid) {
+      // Died while idle (OOM killer, an operator's kill): start a fresh one in its slot.
+      spdlog::info("render: idle render worker {} had exited; starting a new one", w.pid);
+      ::close(w.fd);
+      w = worker_proc{};
+    }
     if (w.pid < 0) {
       std::string err;
       if (!spawn(w, err)) {
@@ -245,7 +264,7 @@ class process_pool final : public renderer {
       ::sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
       ::signal(SIGPIPE, SIG_DFL);
-      if (as_limit > 0) {
+      if (as_limit > 0 && !sanitized_build) {
         rlimit rl{as_limit, as_limit};
         ::setrlimit(RLIMIT_AS, &rl);
       }

@@ -1,6 +1,7 @@
 // sylvite::render process pool (render.hpp) against the real sylvite-render worker:
 // rendering, concurrency, timeouts, crashes, garbage, limits, unsupported renderers.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,6 +133,22 @@ TEST_F(RenderPool, WorkerCrashIsUnavailableAndReplaced) {
   ASSERT_EQ(ok.st, st::ok) << ok.error;
 }
 
+TEST_F(RenderPool, IdleWorkerKilledFromOutsideIsReplaced) {
+  pool_options o1 = opts();
+  o1.workers = 1;
+  auto pool = make_process_pool(o1);
+  auto p = write("pid.sls", "pid: {{ salt['cmd.shell']('echo $PPID') }}\n");
+  outcome first = pool->render(req(p));
+  ASSERT_EQ(first.st, st::ok) << first.error;
+  const int pid = std::stoi(first.data["pid"].dump());
+  ASSERT_GT(pid, 1);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  for (int i = 0; i < 50 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  outcome again = pool->render(req(p));
+  ASSERT_EQ(again.st, st::ok) << again.error;
+  EXPECT_NE(again.data["pid"], first.data["pid"]);
+}
+
 TEST_F(RenderPool, GarbageReplyIsRefusedAndTheWorkerReplaced) {
   auto pool = make_process_pool(opts(true));
   outcome o = pool->render(req(write("junk.sls", "{{ sylvite_debug_garbage() }}\n")));
@@ -168,6 +185,17 @@ TEST_F(RenderPool, RenderErrorCarriesSaltsMessage) {
   outcome o = pool->render(req(write("bad.sls", "a: {{ nope }}\n")));
   EXPECT_EQ(o.st, st::render_error);
   EXPECT_NE(o.error.find("Jinja variable 'nope' is undefined"), std::string::npos) << o.error;
+}
+
+TEST_F(RenderPool, UnsupportedSaltFunctionAndMineAreClearErrors) {
+  auto pool = make_process_pool(opts());
+  outcome o = pool->render(req(write("fn.sls", "a: {{ salt['network.ip_addrs']() }}\n")));
+  EXPECT_EQ(o.st, st::render_error);
+  EXPECT_NE(o.error.find("'network.ip_addrs' is not available"), std::string::npos) << o.error;
+  EXPECT_NE(o.error.find("grains.filter_by"), std::string::npos) << o.error;
+  outcome m = pool->render(req(write("mine.sls", "a: {{ salt.mine.get('*', 'x') }}\n")));
+  EXPECT_EQ(m.st, st::render_error);
+  EXPECT_NE(m.error.find("mine is not available yet"), std::string::npos) << m.error;
 }
 
 TEST_F(RenderPool, MissingWorkerIsUnavailable) {

@@ -27,6 +27,8 @@ def files(root, root2):
             "defaults.json": '{"j": [1, 2, {"k": null}], "l": true}\n',
             "notes.txt": "line one\nline two\n",
             "both.jinja": "{% set where = 'first root' %}\n",
+            "bad_inner.jinja": "x: 1\n{{ undefined_in_include }}\n",
+            "bad_macro.jinja": "{% macro boom() %}\n{{ still.undefined }}\n{% endmacro %}\n",
             "apps/web/init.sls": '{% from "./vars.jinja" import port with context %}\n{% import_yaml "../common.yaml" as c %}\nweb:\n  port: {{ port }}\n  common: {{ c.name }}\n  slspath: {{ slspath }}\n  tpldir: {{ tpldir }}\n  tplfile: {{ tplfile }}\n  sls_path: {{ sls_path }}\n  slsdotpath: {{ slsdotpath }}\n  slscolonpath: {{ slscolonpath }}\n',
             "apps/web/vars.jinja": "{% set port = 8000 + grains['num'] %}\n",
             "apps/common.yaml": "name: shared\n",
@@ -64,6 +66,9 @@ CASES = {
     "roots_order": ('{% from "both.jinja" import where %}\n{% from "only2.jinja" import only2 %}\na: {{ where }}\nb: {{ only2 }}\n', {}),
     "relative_imports": (None, {"path": "apps/web/init.sls", "sls": "apps.web"}),
     "sls_context_plain": (None, {"path": "apps/db.sls", "sls": "apps.db"}),
+    "top_file": ("base:\n  '*':\n    - common\n  {{ grains.id }}:\n    - {{ tpldir }}.x\n    - {{ tplfile }}\n", {"sls": ""}),
+    "nested_include_error": ('{% include "bad_inner.jinja" %}\n', {}),
+    "macro_undefined": ('{% from "bad_macro.jinja" import boom %}\na: {{ boom() }}\n', {}),
     "missing_template": ('{% include "nope.jinja" %}\n', {}),
     "filters_strings": ("a: {{ 'yes'|to_bool }}\nb: {{ 'off'|to_bool }}\nc: {{ 1|to_bool }}\nd: {{ 'foo123'|regex_search('o+(\\\\d+)') }}\ne: {{ 'foo123'|regex_match('f(o+)') }}\nf: {{ 'a-b-c'|regex_replace('-', '+') }}\ng: {{ 'a.b*'|regex_escape }}\nh: {{ 'it''s'|yaml_squote }}\ni: {{ 'say \"x\"'|yaml_dquote }}\nj: {{ 'str'|yaml_encode }}\nk: {{ 5|yaml_encode }}\nl: {{ 'a b'|quote }}\nm: {{ '1G'|human_to_bytes }}\nn: {{ 'ab12'|is_hex }}\no: {{ 'a b'|contains_whitespace }}\np: {{ '42'|to_num }}\nq: {{ 'camelCase'|to_snake_case }}\nr: {{ 'snake_case'|to_camelcase }}\ns: {{ 'x'|to_bytes }}\n", {}),
     "filters_hash": ("a: {{ 'x'|md5 }}\nb: {{ 'x'|sha1 }}\nc: {{ 'x'|sha256 }}\nd: {{ 'x'|sha512 }}\ne: {{ 'x'|base64_encode }}\nf: {{ 'eA=='|base64_decode }}\ng: {{ 'x'|hmac('key', 'xxx') }}\nh: {{ 'x'|hmac_compute('key') }}\ni: {{ 'x'|uuid }}\n", {}),
@@ -181,7 +186,10 @@ def main():
     ap.add_argument("--salt-python", required=True)
     ap.add_argument("-k", help="only cases whose name contains this")
     args = ap.parse_args()
+    # scripts/test.sh exports SYLVITE_PYTHON (the Salt venv's python) too.
     salt_python = os.environ.get("SYLVITE_RENDER_SALT_PYTHON") or args.salt_python
+    if not os.access(salt_python, os.X_OK) and os.environ.get("SYLVITE_PYTHON"):
+        salt_python = os.environ["SYLVITE_PYTHON"]
     for what, path in (("sylvite-render", args.worker), ("the Salt venv python", salt_python)):
         if not os.access(path, os.X_OK):
             sys.exit(f"FAIL: {what} not found at {path} (build sylvite-render; scripts/setup.sh makes the venv)")
