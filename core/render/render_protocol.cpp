@@ -1,30 +1,60 @@
 // sylvite::render wire protocol (render_protocol.hpp).
 #include "core/render/render_protocol.hpp"
 
-#include <openssl/evp.h>
-
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace sylvite::render {
 namespace {
 
+constexpr char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 std::string b64_encode(const std::vector<std::uint8_t>& in) {
-  std::string out(4 * ((in.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), in.data(), static_cast<int>(in.size()));
-  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  std::string out;
+  out.reserve(4 * ((in.size() + 2) / 3));
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    std::uint32_t n = (std::uint32_t(in[i]) << 16) | (std::uint32_t(in[i + 1]) << 8) | in[i + 2];
+    for (int s = 18; s >= 0; s -= 6) out += b64_alphabet[(n >> s) & 63];
+  }
+  if (i < in.size()) {
+    std::uint32_t n = std::uint32_t(in[i]) << 16;
+    if (i + 1 < in.size()) n |= std::uint32_t(in[i + 1]) << 8;
+    out += b64_alphabet[(n >> 18) & 63];
+    out += b64_alphabet[(n >> 12) & 63];
+    out += i + 1 < in.size() ? b64_alphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
   return out;
 }
 
 bool b64_decode(const std::string& in, std::vector<std::uint8_t>& out) {
   if (in.size() % 4 != 0) return false;
-  out.assign(3 * in.size() / 4, 0);
-  int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  if (n < 0) return false;
+  out.clear();
+  out.reserve(in.size() / 4 * 3);
+  std::uint32_t acc = 0;
+  int bits = 0;
   std::size_t pad = 0;
-  if (!in.empty() && in.back() == '=') ++pad;
-  if (in.size() > 1 && in[in.size() - 2] == '=') ++pad;
-  out.resize(static_cast<std::size_t>(n) - pad);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    int v;
+    if (c == '=') {
+      if (i + 2 < in.size()) return false;
+      ++pad;
+      continue;
+    }
+    if (pad) return false;
+    const char* p = std::strchr(b64_alphabet, c);
+    if (c == '\0' || !p) return false;
+    v = static_cast<int>(p - b64_alphabet);
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<std::uint8_t>((acc >> bits) & 0xff));
+    }
+  }
   return true;
 }
 

@@ -213,6 +213,15 @@ TEST_F(RenderPool, BytesRoundTrip) {
   ASSERT_EQ(o.st, st::ok) << o.error;
   ASSERT_TRUE(o.data["b"].is_binary());
   EXPECT_EQ(std::string(o.data["b"].get_binary().begin(), o.data["b"].get_binary().end()), "hello");
+  // Bytes in the context reach the template as bytes and come back (all base64 paddings).
+  for (const std::string& raw : std::vector<std::string>{"h", "hi", "hi!", std::string("\x00\xff\x10\x80", 4)}) {
+    request r = req(write("ctx.sls", "b: {{ pillar.bin|yaml }}\n"));
+    r.context["pillar"]["bin"] = sylvite::wire::value::binary(std::vector<std::uint8_t>(raw.begin(), raw.end()));
+    outcome c = pool->render(r);
+    ASSERT_EQ(c.st, st::ok) << c.error;
+    ASSERT_TRUE(c.data["b"].is_binary()) << c.data.dump();
+    EXPECT_EQ(std::string(c.data["b"].get_binary().begin(), c.data["b"].get_binary().end()), raw);
+  }
 }
 
 }  // namespace
