@@ -46,6 +46,9 @@ struct request {
   // Template variables: grains, pillar, opts, saltenv, pillarenv, minion_id (and any
   // other the caller adds). `opts` also carries the renderer options the worker reads:
   // jinja_env, jinja_sls_env, jinja_trim_blocks, jinja_lstrip_blocks, gpg_keydir.
+  // Every key becomes a template variable; Salt's pillar compiler also passes
+  // `_pillar_rend: true` (its compile_template kwarg), so a pillar caller adds it too.
+  // The `salt` functions read grains/pillar/opts from here (pillar.get reads `pillar`).
   wire::value context = wire::value::object();
   std::chrono::milliseconds timeout{30000};  // this file, worker time included
 };
