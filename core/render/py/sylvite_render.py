@@ -4322,6 +4322,48 @@ SALT_FUNCTIONS = {
 }
 
 
+# Execution module names of Salt 3008.5 (salt/modules/ files and __virtualname__s): a
+# function of one of these is 'not available in sylvite'; any other name is unknown to
+# Salt too and behaves as in Salt (an undefined attribute of the AliasedLoader).
+SALT_MODULE_NAMES = frozenset("""
+acl aix_group aix_shadow aixpkg aliases alternatives ansible ansiblegate apache apf appx
+aptpkg archive arista_pyeapi artifactory assistive asymmetric at at_solaris auditpol
+autoruns baredoc bcache beacons bgp bridge cassandra_cql celery certutil chef chocolatey
+chronos chroot cloud cmd cmdmod config cp cron cryptdev data debconf debconfmod
+debian_ip debian_service debuild_pkgbuild defaults desktop devinfo devmap dig disk dism
+dnsutil dpkg_lowpkg dsc dsc_resource dummyproxy_pkg dummyproxy_service environ etcd
+etcd_mod ethtool event extfs file firewall firewalld fmadm git gpg grains group groupadd
+hashutil highstate_doc hosts http idem incron ini ini_manage iosconfig ip ipset iptables
+iwtools jinja junos kernelpkg kernelpkg_linux_apt kernelpkg_linux_yum key keyboard
+keychain kmod lgpo lgpo_reg license linux_acl linux_ip linux_lvm linux_service
+linux_shadow linux_sysctl locale localemod locate log logmod logrotate lowpkg lvm
+mac_assistive mac_brew_pkg mac_desktop mac_group mac_keychain mac_pkgutil mac_portspkg
+mac_power mac_service mac_shadow mac_softwareupdate mac_sysctl mac_system mac_timezone
+mac_user mac_xattr macdefaults macpackage match mdadm_raid mine minion mod_random mount
+mysql nacl napalm napalm_bgp napalm_formula napalm_mod napalm_netacl napalm_network
+napalm_ntp napalm_probes napalm_route napalm_snmp napalm_users napalm_yang
+napalm_yang_mod net netacl netaddress netplan_ip network nfs3 nftables nixpkg nm_ip npm
+ntp nxos nxos_api nxos_upgrade oracle osquery out pacmanpkg pam parted_partition
+partition pillar pip pkg pkg_resource pkgbuild pkgin pkgng pkgutil postgres power
+powercfg probes proxy ps psget publish puppet pw_group pw_user pyeapi pyenv quota
+rabbitmq raid random rbac rbac_solaris rdp reg rest_pkg rest_sample_utils rest_service
+restartcheck ret rh_ip rh_service route rpm_lowpkg rpmbuild_pkgbuild rsync salt_proxy
+salt_version saltcheck saltcloud saltcloudmod saltutil schedule scp scp_mod scsi sdb
+seed selinux service shadow shortcut slack slack_notify slsutil smbios smf_service
+snapper snmp softwareupdate solaris_fmadm solaris_group solaris_shadow solaris_system
+solaris_user solarisipspkg solarispkg sqlite3 ssh ssh_pkg ssh_pki ssh_service state
+status supervisord sys sysctl sysfs syslog_ng sysmod system systemd_service task temp
+test test_virtual textfsm textfsm_mod timezone tls udev upstart_service user useradd
+users vagrant virtualenv virtualenv_mod vsphere webutil win_appx win_auditpol
+win_autoruns win_certutil win_dacl win_disk win_dism win_dns_client win_dsc
+win_dsc_resource win_event win_file win_firewall win_groupadd win_iis win_ip win_lgpo
+win_lgpo_reg win_license win_network win_ntp win_path win_pkg win_pki win_powercfg
+win_psget win_servermanager win_service win_shadow win_shortcut win_smtp_server win_snmp
+win_status win_system win_task win_timezone win_useradd win_wua win_wusa winrepo wusa
+x509 x509_v2 xattr xfs xml yaml yumpkg zk_concurrency zoneadm zonecfg zypperpkg
+""".split())
+
+
 def _missing_function(name):
     def missing(*args, **kwargs):
         raise NotAvailable(
@@ -4336,7 +4378,7 @@ class FunctionDict(dict):
     """Salt's _split_module_dicts: 'mod.fun' keys plus mod objects for salt.mod.fun."""
 
     def __missing__(self, name):
-        if "." in name:
+        if "." in name and name.split(".", 1)[0] in SALT_MODULE_NAMES:
             return _missing_function(name)
         raise KeyError(name)
 
@@ -4362,6 +4404,8 @@ def split_module_dicts():
 
 
 class AliasedLoader:  # salt/utils/templates.py
+    __module__ = "salt.utils.templates"  # Jinja names it in "... object has no attribute" errors
+
     def __init__(self, wrapped):
         self.wrapped = wrapped
 
@@ -4373,7 +4417,7 @@ class AliasedLoader:  # salt/utils/templates.py
         if isinstance(wrapped, dict):
             if name in wrapped:
                 return wrapped[name]
-            if name.startswith("_"):
+            if name.startswith("_") or name not in SALT_MODULE_NAMES:
                 raise AttributeError(name)
             return _MissingModule(name)
         return getattr(wrapped, name)
