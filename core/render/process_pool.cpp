@@ -87,6 +87,13 @@ std::string reap_reason(worker_proc& w) {
   return why;
 }
 
+// An idle worker that exited (reaped now), or that someone else already reaped (a
+// SIGCHLD handler elsewhere in the process, SIGCHLD ignored): ECHILD.
+bool idle_worker_gone(pid_t pid) {
+  pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+  return r == pid || (r < 0 && errno == ECHILD);
+}
+
 // ms left until the deadline (>= 0), for poll.
 int ms_left(clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
@@ -172,7 +179,7 @@ class process_pool final : public renderer {
         ++live_;
       }
     }
-    if (w.pid > 0 && ::waitpid(w.pid, nullptr, WNOHANG) == w.pid) {
+    if (w.pid > 0 && idle_worker_gone(w.pid)) {
       // Died while idle (OOM killer, an operator's kill): start a fresh one in its slot.
       spdlog::info("render: idle render worker {} had exited; starting a new one", w.pid);
       ::close(w.fd);
