@@ -4587,6 +4587,40 @@ def _debug_globals():
     return {"sylvite_debug_exit": exit_now, "sylvite_debug_garbage": garbage}
 
 
+# Compiled-template cache (sylvite's, not Salt's): compiling is most of a render's cost and
+# the same files are rendered for every minion. Keyed by everything the generated code
+# depends on (the environment's syntax options and extensions, name, filename, source);
+# rendering itself is untouched (a fresh Template per render, as Salt).
+_CODE_CACHE = OrderedDict()
+_CODE_CACHE_MAX = 2048
+_CODE_CACHE_MAX_SOURCE = 1 << 20
+
+
+def _env_signature(env):
+    return (
+        type(env).__name__, env.block_start_string, env.block_end_string, env.variable_start_string,
+        env.variable_end_string, env.comment_start_string, env.comment_end_string, env.line_statement_prefix,
+        env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
+        env.keep_trailing_newline, env.optimized, repr(env.autoescape), env.is_async, tuple(sorted(env.extensions)),
+    )
+
+
+class CachingSandboxedEnvironment(jinja2.sandbox.SandboxedEnvironment):
+    def compile(self, source, name=None, filename=None, raw=False, defer_init=False):
+        if raw or defer_init or not isinstance(source, str) or len(source) > _CODE_CACHE_MAX_SOURCE:
+            return super().compile(source, name, filename, raw, defer_init)
+        key = (_env_signature(self), name, filename, source)
+        code = _CODE_CACHE.get(key)
+        if code is not None:
+            _CODE_CACHE.move_to_end(key)
+            return code
+        code = super().compile(source, name, filename, raw, defer_init)
+        _CODE_CACHE[key] = code
+        if len(_CODE_CACHE) > _CODE_CACHE_MAX:
+            _CODE_CACHE.popitem(last=False)
+        return code
+
+
 def render_jinja_tmpl(tmplstr, context, tmplpath=None):
     opts = context["opts"]
     newline = False
@@ -4655,9 +4689,9 @@ def render_jinja_tmpl(tmplstr, context, tmplpath=None):
         opt_jinja_env_helper(opt_jinja_env, "jinja_env")
     tmplstr = parse_jinja_file_opts(tmplstr)
     if opts.get("allow_undefined", False):
-        jinja_env = jinja2.sandbox.SandboxedEnvironment(**env_args)
+        jinja_env = CachingSandboxedEnvironment(**env_args)
     else:
-        jinja_env = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, **env_args)
+        jinja_env = CachingSandboxedEnvironment(undefined=jinja2.StrictUndefined, **env_args)
     indent_filter = jinja_env.filters.get("indent")
     jinja_env.tests.update(JinjaTest.salt_jinja_tests)
     jinja_env.filters.update(JinjaFilter.salt_jinja_filters)

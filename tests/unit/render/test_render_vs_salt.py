@@ -172,7 +172,21 @@ def without_tracebacks(msg):
 
 
 def render_sylvite(worker, reqs):
+    """Every case twice through one worker: the second pass runs from its compiled-template
+    cache and must give the same answer."""
     proc = subprocess.Popen([worker], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    first = render_pass(proc, reqs)
+    second = render_pass(proc, reqs)
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    for name in reqs:
+        if json.dumps(first[name]) != json.dumps(second[name]):
+            sys.exit(f"FAIL: case {name} rendered differently the second time (template cache):\n"
+                     f"  first:  {first[name]}\n  second: {second[name]}")
+    return first
+
+
+def render_pass(proc, reqs):
     out = {}
     for name, req in reqs.items():
         body = json.dumps(req).encode()
@@ -186,8 +200,6 @@ def render_sylvite(worker, reqs):
             out[name] = {"ok": untag(reply["data"])}
         else:
             out[name] = {"error": reply["error"], "status": reply["status"]}
-    proc.stdin.close()
-    proc.wait(timeout=30)
     return out
 
 
