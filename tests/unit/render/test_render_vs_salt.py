@@ -32,6 +32,11 @@ def files(root, root2):
             "apps/web/init.sls": '{% from "./vars.jinja" import port with context %}\n{% import_yaml "../common.yaml" as c %}\nweb:\n  port: {{ port }}\n  common: {{ c.name }}\n  slspath: {{ slspath }}\n  tpldir: {{ tpldir }}\n  tplfile: {{ tplfile }}\n  sls_path: {{ sls_path }}\n  slsdotpath: {{ slsdotpath }}\n  slscolonpath: {{ slscolonpath }}\n',
             "apps/web/vars.jinja": "{% set port = 8000 + grains['num'] %}\n",
             "apps/common.yaml": "name: shared\n",
+            "formula/defaults.yaml": "formula:\n  pkg: nginx\n  service: nginx\n  config:\n    worker_processes: auto\n    ports: [80]\n",
+            "formula/osfamilymap.yaml": "Debian:\n  pkg: nginx-full\nRedHat:\n  pkg: nginx\n  user: nginx\n",
+            "formula/map.jinja": '{% import_yaml "formula/defaults.yaml" as defaults %}\n{% import_yaml "formula/osfamilymap.yaml" as osfamilymap %}\n{% set osfam = salt["grains.filter_by"](osfamilymap, grain="os_family") or {} %}\n{% do defaults.formula.update(osfam) %}\n{% set formula = salt["pillar.get"]("formula", default=defaults.formula, merge=True) %}\n',
+            "formula/init.sls": '{% from "formula/map.jinja" import formula with context %}\n{% set out = {} %}\n{% for k, v in formula|dictsort %}{% do out.update({k|upper: v}) %}{% endfor %}\nnginx:\n  {{ out|yaml(False)|indent(2) }}\n  names: {{ formula.config.ports|map("string")|join(",") }}\n  title: {{ "hello world".title() }}\n  keys: {{ formula.keys()|list|sort }}\n{% include "formula/extra.sls" %}\n',
+            "formula/extra.sls": "extra:\n  from_include: {{ grains.os_family }}\n",
             "apps/db.sls": "db:\n  tpldir: {{ tpldir }}\n  tplfile: {{ tplfile }}\n  tpldot: {{ tpldot }}\n  sls: {{ sls }}\n",
         },
         root2: {
@@ -69,7 +74,7 @@ CASES = {
     "top_file": ("base:\n  '*':\n    - common\n  {{ grains.id }}:\n    - {{ tpldir }}.x\n    - {{ tplfile }}\n", {"sls": ""}),
     "nested_include_error": ('{% include "bad_inner.jinja" %}\n', {}),
     "macro_undefined": ('{% from "bad_macro.jinja" import boom %}\na: {{ boom() }}\n', {}),
-    "yaml_keys": ("1: int key\n2.5: float key\ntrue: bool key\n~: null key\non: yes\n'quoted': x\n", {}),
+    "yaml_keys": ("1: int key\n2.5: float key\nfalse: bool key\n~: null key\nk: on\n'quoted': x\n", {}),
     "printable_dicts": ("a: {{ pillar.k }}\nb: {{ pillar.lst }}\nc: {{ grains.deep }}\nd: {{ {'s': 'multi\\nline'} }}\n", {}),
     "indent_tojson": ("a: |\n  {{ 'x\\ny'|indent(2) }}\nb: {{ {'k': '<&>'}|tojson }}\nc: {{ pillar.lst|join(',') }}\n", {}),
     "include_ignore_missing": ('{% include "nope.jinja" ignore missing %}\na: 1\n', {}),
@@ -80,10 +85,11 @@ CASES = {
     "config_get_merge": ("a: {{ salt['config.get']('k', merge='recurse')|json }}\n", {}),
     "grains_get_list_index_default": ("a: {{ salt['grains.get']('lst:5', 'none') }}\n", {}),
     "jinja_json_dump_filters": ("a: {{ {'b': 1, 'a': [1, 2]}|json(sort_keys=False) }}\nb: {{ [1, {'x': None}]|yaml }}\nc: {{ 'text'|yaml }}\n", {}),
+    "formula_style": (None, {"path": "formula/init.sls", "sls": "formula"}),
     "missing_template": ('{% include "nope.jinja" %}\n', {}),
     "filters_strings": ("a: {{ 'yes'|to_bool }}\nb: {{ 'off'|to_bool }}\nc: {{ 1|to_bool }}\nd: {{ 'foo123'|regex_search('o+(\\\\d+)') }}\ne: {{ 'foo123'|regex_match('f(o+)') }}\nf: {{ 'a-b-c'|regex_replace('-', '+') }}\ng: {{ 'a.b*'|regex_escape }}\nh: {{ 'it''s'|yaml_squote }}\ni: {{ 'say \"x\"'|yaml_dquote }}\nj: {{ 'str'|yaml_encode }}\nk: {{ 5|yaml_encode }}\nl: {{ 'a b'|quote }}\nm: {{ '1G'|human_to_bytes }}\nn: {{ 'ab12'|is_hex }}\no: {{ 'a b'|contains_whitespace }}\np: {{ '42'|to_num }}\nq: {{ 'camelCase'|to_snake_case }}\nr: {{ 'snake_case'|to_camelcase }}\ns: {{ 'x'|to_bytes }}\n", {}),
     "filters_hash": ("a: {{ 'x'|md5 }}\nb: {{ 'x'|sha1 }}\nc: {{ 'x'|sha256 }}\nd: {{ 'x'|sha512 }}\ne: {{ 'x'|base64_encode }}\nf: {{ 'eA=='|base64_decode }}\ng: {{ 'x'|hmac('key', 'xxx') }}\nh: {{ 'x'|hmac_compute('key') }}\ni: {{ 'x'|uuid }}\n", {}),
-    "filters_lists": ("a: {{ [1, 1, 2]|unique }}\nb: {{ 'x'|sequence }}\nc: {{ [1, 2]|union([2, 3]) }}\nd: {{ [1, 2]|intersect([2, 3]) }}\ne: {{ [1, 2]|difference([2, 3]) }}\nf: {{ [1, 2]|symmetric_difference([2, 3]) }}\ng: {{ [1, [2, [3]]]|flatten }}\nh: {{ [True, False, True]|exactly_n_true(2) }}\ni: {{ [True, False]|exactly_one_true }}\nj: {{ [1, 5, 3]|min }} {{ [1, 5, 3]|max }} {{ [1, 5, 3]|avg }}\nk: {{ [1]|is_list }} {{ 'x'|is_list }} {{ [1]|is_iter }}\nl: {{ ['B', 'a']|sorted_ignorecase }}\nm: {{ {'a': 1}|to_entries }}\nn: {{ [{'key': 'a', 'value': 1}]|from_entries }}\no: {{ 'b'|substring_in_list(['abc', 'x']) }}\np: {{ [1, 2]|compare_lists([2, 3]) }}\nq: {{ {'a': 1}|compare_dicts({'a': 2}) }}\nr: {{ {'a': {'b': 1}}|traverse('a:b') }}\ns: {{ [1, 2]|product(['x'])|list }}\nt: {{ [1, 2, 3]|combinations(2)|list }}\nu: {{ [1, 2]|zip(['a', 'b'])|list }}\nv: {{ {'a': {'b': 1}}|set_dict_key_value('a:c', 2) }}\nw: {{ {'a': [1]}|append_dict_key_value('a', 2) }}\nx: {{ ['a', 'b']|skip }}\njq: {{ {'a': [{'b': 1}, {'b': 2}]}|json_query('a[].b') }}\ny: {{ [1, 2]|json_encode_list }}\nz: {{ 'x'|method_call('upper') }}\n", {}),
+    "filters_lists": ("a: {{ [1, 1, 2]|unique }}\nb: {{ 'x'|sequence }}\nc: {{ [1, 2]|union([2, 3]) }}\nd: {{ [1, 2]|intersect([2, 3]) }}\ne: {{ [1, 2]|difference([2, 3]) }}\nf: {{ [1, 2]|symmetric_difference([2, 3]) }}\ng: {{ [1, [2, [3]]]|flatten }}\nh: {{ [True, False, True]|exactly_n_true(2) }}\ni: {{ [True, False]|exactly_one_true }}\nj: {{ [1, 5, 3]|min }} {{ [1, 5, 3]|max }} {{ [1, 5, 3]|avg }}\nk: {{ [1]|is_list }} {{ 'x'|is_list }} {{ [1]|is_iter }}\nl: {{ ['B', 'a']|sorted_ignorecase }}\nm: {{ {'a': 1}|to_entries }}\nn: {{ [{'key': 'a', 'value': 1}]|from_entries }}\no: {{ 'b'|substring_in_list(['abc', 'x']) }}\np: {{ [1, 2]|compare_lists([2, 3]) }}\nq: {{ {'a': 1}|compare_dicts({'a': 2}) }}\nr: {{ {'a': {'b': 1}}|traverse('a:b') }}\ns: {{ [1, 2]|product(['x'])|list|json }}\nt: {{ [1, 2, 3]|combinations(2)|list|json }}\nu: {{ [1, 2]|zip(['a', 'b'])|list|json }}\nv: {{ {'a': {'b': 1}}|set_dict_key_value('a:c', 2) }}\nw: {{ {'a': [1]}|append_dict_key_value('a', 2) }}\nx: {{ ['a', 'b']|skip }}\njq: {{ {'a': [{'b': 1}, {'b': 2}]}|json_query('a[].b') }}\ny: {{ [1, 2]|json_encode_list }}\nz: {{ 'x'|method_call('upper') }}\n", {}),
     "filters_network": ("a: {{ '10.0.0.1'|is_ip }}\nb: {{ 'x'|is_ip }}\nc: {{ ['10.0.0.1', 'fe80::1', 'x']|ipaddr }}\nd: {{ ['10.0.0.1', 'fe80::1']|ipv4 }}\ne: {{ ['10.0.0.1', 'fe80::1']|ipv6 }}\nf: {{ '192.168.0.0/30'|network_hosts }}\ng: {{ '192.168.0.0/24'|network_size }}\nh: {{ 'fe80::1'|ipwrap }}\ni: {{ '10.0.0.1'|is_ipv4 }} {{ '10.0.0.1'|is_ipv6 }}\n", {}),
     "tests_and_ext": ("{% set l = [] %}\n{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i > 4 %}{% break %}{% endif %}{% do l.append(i) %}{% endfor %}\na: {{ l }}\nb: {{ 'abc' is match('a.c') }}\nc: {{ 1 is equalto 1 }}\nd: {{ [1] is list }}\ne: {{ 'x' is list }}\n{% with w = 5 %}f: {{ w }}{% endwith %}\n", {}),
     "strftime": ("a: {{ '2002-12-25'|strftime('%Y') }}\nb: {{ 1040814000|strftime('%Y-%m-%d') }}\n", {}),
@@ -98,7 +104,7 @@ CASES = {
     "json_renderer": ('#!json\n{"a": [1, 2], "b": {"c": null}}\n', {}),
     "jinja_json": ('#!jinja|json\n{"a": "{{ grains.os }}", "n": {{ grains.num }}}\n', {}),
     "json_error": ('#!json\n{"a": 1,}\n', {}),
-    "yaml_only_shebang": ("#!yaml\na: '{{ x }}'\nb: {% raw %}\n", {}),
+    "yaml_only_shebang": ("#!yaml\na: '{{ x }}'\nb: '{% raw %}'\n", {}),
     "old_style_shebang": ("#!yaml_jinja\na: {{ 1 + 1 }}\n", {}),
     "unknown_renderer": ("#!nosuchrenderer\na: 1\n", {}),
     "jinja_argline_bad": ("#!jinja -x|yaml\na: 1\n", {}),
@@ -111,13 +117,13 @@ CASES = {
     "allow_undefined": ("a: '{{ nope }}'\n", {"opts": {"allow_undefined": True}}),
     "windows_newlines": ("a: {{ 'x' }}\r\nb: |\r\n  two\r\n  lines\r\n", {}),
     "unicode": ("a: {{ 'héllo ✓' }}\nb: {{ 'ü'|yaml_dquote }}\nc: {{ {'k': 'é'}|json }}\n", {}),
-    "gpg_yaml": ("#!yaml|gpg\nsecret: |\n@CIPHER@\nplain: text\nnested:\n  - |\n@CIPHER@\n", {}),
+    "gpg_yaml": ("#!yaml|gpg\nsecret: |\n@CIPHER@\nplain: text\nnested:\n  - |\n@CIPHER4@\n", {}),
     "gpg_jinja_yaml": ("#!jinja|yaml|gpg\nsecret: |\n@CIPHER@\nwho: {{ grains.os }}\n", {}),
 }
 
 CONTEXT = {
-    "grains": {"os": "Debian", "num": 3, "deep": {"x": {"y": "z"}}, "lst": ["l0", "l1"], "id": "m1"},
-    "pillar": {"k": {"n": 7, "o": "p"}, "lst": ["a", "b"]},
+    "grains": {"os": "Debian", "os_family": "Debian", "num": 3, "deep": {"x": {"y": "z"}}, "lst": ["l0", "l1"], "id": "m1"},
+    "pillar": {"k": {"n": 7, "o": "p"}, "lst": ["a", "b"], "formula": {"config": {"ports": [80, 443]}}},
     "opts": {"id": "m1", "renderer": "jinja|yaml"},
 }
 
@@ -235,7 +241,8 @@ def main():
                 path = os.path.join(root, "cases", name + ".sls")
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w", newline="") as fh:
-                    fh.write(text.replace("@ROOT@", root).replace("@CIPHER@", cipher))
+                    fh.write(text.replace("@ROOT@", root).replace("@CIPHER@", cipher)
+                             .replace("@CIPHER4@", cipher.replace("\n", "\n  ").replace("  -----BEGIN", "    -----BEGIN", 1)))
             ctx = json.loads(json.dumps(CONTEXT))
             ctx["opts"]["gpg_keydir"] = keydir
             ctx["opts"].update(o.get("opts", {}))
@@ -265,12 +272,12 @@ def main():
                         d["error"] = d["error"].splitlines()[0]
                     else:
                         d["error"] = without_tracebacks(d["error"])
-            if json.dumps(a_cmp, ensure_ascii=False) != json.dumps(b_cmp, ensure_ascii=False):
+            if os.environ.get("RENDER_DIFF_SHOW") or json.dumps(a_cmp, ensure_ascii=False) != json.dumps(b_cmp, ensure_ascii=False):
                 failed += 1
                 print(f"DIFF {name}\n  sylvite: {json.dumps(a, ensure_ascii=False)}\n  salt:    "
                       f"{json.dumps(b, ensure_ascii=False)}")
             else:
-                print(f"ok   {name}")
+                print(f"ok   {name}" + (" (error on both sides)" if "error" in a else ""))
         print(f"{len(ours) - failed}/{len(ours)} cases equal to Salt 3008.5")
         return 1 if failed else 0
     finally:
