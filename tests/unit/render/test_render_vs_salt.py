@@ -272,7 +272,10 @@ def main():
                         d["error"] = d["error"].splitlines()[0]
                     else:
                         d["error"] = without_tracebacks(d["error"])
-            if os.environ.get("RENDER_DIFF_SHOW") or json.dumps(a_cmp, ensure_ascii=False) != json.dumps(b_cmp, ensure_ascii=False):
+            if os.environ.get("RENDER_DIFF_SHOW"):  # debugging aid: print both sides
+                print(f"show {name}\n  sylvite: {json.dumps(a, ensure_ascii=False)}\n  salt:    "
+                      f"{json.dumps(b, ensure_ascii=False)}")
+            if json.dumps(a_cmp, ensure_ascii=False) != json.dumps(b_cmp, ensure_ascii=False):
                 failed += 1
                 print(f"DIFF {name}\n  sylvite: {json.dumps(a, ensure_ascii=False)}\n  salt:    "
                       f"{json.dumps(b, ensure_ascii=False)}")
