@@ -5113,7 +5113,10 @@ def serve(debug_hooks=0):
         except Exception as exc:  # pylint: disable=broad-except
             limit = 0
             reply = {"status": "render_error", "error": f"invalid render request: {exc}"}
-        out = json.dumps(reply, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass")
+        try:
+            out = json.dumps(reply, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
+        except (TypeError, ValueError) as exc:
+            out = json.dumps({"status": "render_error", "error": f"rendered data cannot be sent: {exc}"}).encode()
         if limit and len(out) > limit:
             out = json.dumps({"status": "render_error", "error": "rendering {} produced {} bytes, more than the "
                               "limit of {} bytes".format(req.get("path"), len(out), limit)}).encode("utf-8")
