@@ -8,9 +8,12 @@
 // Pipeline (per file, as Salt):
 //   - the renderer string comes from the file's shebang line (`#!jinja|yaml`, `#!yaml`,
 //     `#!json`, `#!jinja|json`, `#!yaml|gpg`, `#!jinja|yaml|gpg`) or else default_pipe;
-//   - supported renderers: jinja, yaml, json, gpg (gpg_keydir). Any other (py, mako,
-//     pyobjects, ...) or one refused by renderer_blacklist / renderer_whitelist is an
-//     error naming the file and the renderer;
+//   - supported renderers: jinja, yaml, json, gpg (gpg_keydir). One Salt 3008.5 has but
+//     sylvite does not run (py, mako, pyobjects, stateconf, toml, yamlex, ...) is
+//     status::unsupported_renderer, the message naming the file and the renderer. As in
+//     Salt's check_render_pipe_str: a renderer refused by renderer_blacklist /
+//     renderer_whitelist is skipped with a logged warning (the rest of the pipe runs), and
+//     a name Salt does not know at all gives an empty pipe, i.e. {} with a logged error;
 //   - an empty result renders to an empty map, as Salt.
 // Template variables the worker derives itself from path/sls (Salt's
 // generate_sls_context: tplpath, tpldir, tpldot, tplfile, sls_path, slspath, slsdotpath,
@@ -43,6 +46,9 @@ struct request {
   // Template variables: grains, pillar, opts, saltenv, pillarenv, minion_id (and any
   // other the caller adds). `opts` also carries the renderer options the worker reads:
   // jinja_env, jinja_sls_env, jinja_trim_blocks, jinja_lstrip_blocks, gpg_keydir.
+  // Every key becomes a template variable; Salt's pillar compiler also passes
+  // `_pillar_rend: true` (its compile_template kwarg), so a pillar caller adds it too.
+  // The `salt` functions read grains/pillar/opts from here (pillar.get reads `pillar`).
   wire::value context = wire::value::object();
   std::chrono::milliseconds timeout{30000};  // this file, worker time included
 };
