@@ -55,8 +55,7 @@ def main() -> int:
     equal = 0
     try:
         keys = pc.make_minion_keys(env.root)
-        if any(c.gpg for c in cases):
-            gpg_home = pc.make_gpg_home(env.root)
+        gpg_home = pc.make_gpg_home(env.root)
         master_bin = (BIN / "salt-master") if a.sylvite else (SALT3008 / "salt-master")
         rig = pc.Rig(env, "sylvite" if a.sylvite else "salt", master_bin, SALT3008, served, keys, gpg_home)
 

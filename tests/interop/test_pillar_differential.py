@@ -46,7 +46,7 @@ def test_pillar_differential(env, capsys):
 
     served = env.root / "served"
     keys = pc.make_minion_keys(env.root)
-    gpg_home = pc.make_gpg_home(env.root) if any(c.gpg for c in cases) else None
+    gpg_home = pc.make_gpg_home(env.root)
     real = pc.Rig(env, "salt", SALT3008 / "salt-master", SALT3008, served, keys, gpg_home)
     sylv = pc.Rig(env, "sylvite", BIN / "salt-master", SALT3008, served, keys, gpg_home)
     root = str(env.root)
