@@ -134,7 +134,8 @@ def _subst(v, root: str):
 # ------------------------------------------------------------------ normalisation
 # What legitimately differs between the two masters' answers, and nothing else:
 #  1. in `_errors` entries only: absolute paths under the rig's temp root (the served tree
-#     and the masters' own dirs) are replaced by "<ROOT>";
+#     and the masters' own dirs) are replaced by "<ROOT>", and the corpus's own directory
+#     (a master that resolves the served symlink) by "<ROOT>/served";
 #  2. in `_errors` entries only: a Python traceback block ("Traceback (most recent call
 #     last):" up to the exception line) is cut to "<traceback>": sylvite has no Python
 #     stack to print. Salt prints one only with pillar_safe_render_error: False.
@@ -155,6 +156,7 @@ def normalise(result, root: str | None = None):
             if isinstance(e, str):
                 if root:
                     e = e.replace(root, "<ROOT>")
+                e = re.sub(re.escape(str(CORPUS)) + r"/[^/\s'\"]+", "<ROOT>/served", e)
                 e = _TB.sub("<traceback>\n", e)
             norm.append(e)
         out["_errors"] = sorted(norm, key=lambda x: json.dumps(x, sort_keys=True))
