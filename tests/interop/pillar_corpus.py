@@ -13,6 +13,8 @@ SLS files, map.jinja, ...) plus optionally
                                    pillarenv_from_saltenv, pillar_safe_render_error, ...)
                    minion: {...}   salt-minion options for the salt-call (saltenv, pillarenv)
                    grains: {...}   static grains (merged over DEFAULT_GRAINS)
+                   call_args: [..] extra arguments of `salt-call pillar.items` (e.g. a
+                                   pillar override: 'pillar={"role": "db"}')
                    gpg: true       the case reads the master's gpg_keydir (every master
                                    of the rig has one: a keyring holding the throwaway
                                    test key of tests/fixtures/pillar_corpus/_gpg, see
@@ -85,6 +87,7 @@ class Case:
     grains: dict = field(default_factory=dict)
     gpg: bool = False
     errors: bool = False
+    call_args: list = field(default_factory=list)
 
     def master_key(self) -> str:
         """Cases with the same key run on the same master processes (no restart)."""
@@ -109,7 +112,8 @@ def load_cases(only: list[str] | None = None) -> list[Case]:
         cases.append(Case(name=d.name, path=d, description=spec.get("description", ""),
                           master=spec.get("master", {}) or {}, minion=spec.get("minion", {}) or {},
                           grains=spec.get("grains", {}) or {}, gpg=bool(spec.get("gpg", False)),
-                          errors=bool(spec.get("errors", False))))
+                          errors=bool(spec.get("errors", False)),
+                          call_args=[str(x) for x in spec.get("call_args", []) or []]))
     return cases
 
 
@@ -261,7 +265,7 @@ class Rig:
         self.ensure(case)
         self.write_minion(case)
         r = subprocess.run([str(self.salt_bin / "salt-call"), "-c", str(self.minion_conf), "--out", "json",
-                            "pillar.items", "unmask=True"], capture_output=True, text=True, timeout=timeout,
+                            "pillar.items", "unmask=True", *case.call_args], capture_output=True, text=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
         raw = f"rc={r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
         try:
