@@ -9,6 +9,7 @@
 
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
+#include "../master_services/fake_renderer.hpp"
 #include "test_util.hpp"
 
 namespace sylvite::test {
@@ -31,6 +32,7 @@ struct CoreFixture : ::testing::Test {
     auto c = master::master_core::create(cfg);
     ASSERT_TRUE(c) << c.error().message();
     core = std::move(*c);
+    core->set_renderer(std::make_unique<fake_renderer>());  // no sylvite-render worker in unit tests
     core->set_pub_sink(&sink);
   }
   virtual void customize(config::master_config&) {}
