@@ -485,7 +485,7 @@ void visit_master(master_config& c, V& v) {
   v.string("state_top", c.state_top);
   v.enumeration("top_file_merging_strategy", c.top_file_merging_strategy, {"merge", "same", "merge_all"});
   v.enumeration("pillar_source_merging_strategy", c.pillar_source_merging_strategy,
-                {"smart", "recurse", "aggregate", "overwrite", "none"});
+                {"smart", "recurse", "aggregate", "overwrite", "none", "list"});
   v.nodegroup_map("nodegroups", c.nodegroups);
   v.string_list("renderer_blacklist", c.renderer_blacklist);
   v.string_list("renderer_whitelist", c.renderer_whitelist);
