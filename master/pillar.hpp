@@ -55,7 +55,7 @@ struct pillar_request {
 
 class pillar_compiler {
  public:
-  // renderer must outlive the compiler.
+  // cfg and renderer must outlive the compiler.
   pillar_compiler(const config::master_config& cfg, render::renderer& renderer);
   ~pillar_compiler();
   pillar_compiler(const pillar_compiler&) = delete;
