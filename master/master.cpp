@@ -25,6 +25,23 @@ master_core::master_core(config::master_config cfg)
       mdata_(std::make_unique<minion_data_cache>(cfg_.cachedir, cfg_.minion_data_cache)),
       keys_(std::make_unique<key_service>(cfg_, links_, counters_, hub_, *mdata_)) {}
 
+namespace {
+// Holds the renderer the pillar compiler calls, so that set_renderer can replace it.
+class forwarding_renderer final : public render::renderer {
+ public:
+  explicit forwarding_renderer(std::unique_ptr<render::renderer> r) : inner_(std::move(r)) {}
+  render::outcome render(const render::request& r) override { return inner_->render(r); }
+  void reset(std::unique_ptr<render::renderer> r) { inner_ = std::move(r); }
+
+ private:
+  std::unique_ptr<render::renderer> inner_;
+};
+}  // namespace
+
+void master_core::set_renderer(std::unique_ptr<render::renderer> r) {
+  if (r) static_cast<forwarding_renderer&>(*renderer_).reset(std::move(r));
+}
+
 result<std::unique_ptr<master_core>> master_core::create(config::master_config cfg) {
   return create(std::move(cfg), cluster_joiner{});
 }
@@ -182,7 +199,12 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   m->jobs_ = std::make_unique<job_service>(m->cfg_, m->links_, m->counters_, m->hub_, *m->keys_, *m->mdata_,
                                            std::move(store));
   m->files_ = std::make_unique<fileserver>(m->cfg_);
-  m->pillar_ = std::make_unique<pillar_compiler>(m->cfg_);
+  {
+    render::pool_options popt;
+    popt.workers = static_cast<unsigned>(m->cfg_.pillar_render_workers);
+    m->renderer_ = std::make_unique<forwarding_renderer>(render::make_process_pool(popt));
+  }
+  m->pillar_ = std::make_unique<pillar_compiler>(m->cfg_, *m->renderer_);
   m->router_ = std::make_unique<request_router>(m->cfg_, m->links_, m->counters_, m->hub_, *m->keys_, *m->jobs_,
                                                 *m->mdata_, *m->files_, *m->pillar_);
   m->cluster_ = std::make_unique<cluster_node>(m->cfg_, m->links_, *m->keys_, *m->jobs_);

@@ -73,6 +73,9 @@ class master_core {
   request_router& router() noexcept { return *router_; }
   cluster_node& cluster() noexcept { return *cluster_; }
   cli_service& cli() noexcept { return *cli_; }
+  // The renderer the pillar compiler uses (default: the sylvite-render process pool of
+  // render::make_process_pool). Replace it only before serving (tests use a fake).
+  void set_renderer(std::unique_ptr<render::renderer> r);
 
   // ---- request port (blocking work: call from the worker pool): request_router::handle
   // minion_id: set to the requester's id when authenticated (the ZeroMQ port learns which
@@ -156,6 +159,7 @@ class master_core {
   job_cache* file_jobs_ = nullptr;  // owned by jobs_ (its job_store)
   std::unique_ptr<job_service> jobs_;
   std::unique_ptr<fileserver> files_;
+  std::unique_ptr<render::renderer> renderer_;  // a forwarder to the current renderer
   std::unique_ptr<pillar_compiler> pillar_;
   std::unique_ptr<request_router> router_;
   std::unique_ptr<cluster_node> cluster_;

@@ -340,10 +340,18 @@ value request_router::handle_pillar(const value& load) {
   if (!pki::valid_id(id)) return false;
   value grains = grains_v->is_object() ? *grains_v : value::object();
   grains["id"] = id;
-  value pillarenv = nullptr;
-  if (const value* p = wire::find(load, "pillarenv"); p && !p->is_null()) pillarenv = *p;
-  else if (const value* s = wire::find(load, "saltenv"); s && !s->is_null()) pillarenv = *s;
-  value pillar = pillar_.compile(id, grains, pillarenv);
+  // Salt's AESFuncs._pillar: saltenv (or env), pillarenv, pillar_override,
+  // extra_minion_data, clean_cache.
+  pillar_request req;
+  req.minion_id = id;
+  req.grains = grains;
+  if (const value* s = wire::find(load, "saltenv")) req.saltenv = *s;
+  else if (const value* e = wire::find(load, "env")) req.saltenv = *e;
+  if (const value* p = wire::find(load, "pillarenv")) req.pillarenv = *p;
+  if (const value* o = wire::find(load, "pillar_override")) req.pillar_override = *o;
+  if (const value* x = wire::find(load, "extra_minion_data")) req.extra_minion_data = *x;
+  if (const value* c = wire::find(load, "clean_cache"); c && c->is_boolean()) req.clean_cache = c->get<bool>();
+  value pillar = pillar_.compile(req);
   if (cfg_.minion_data_cache) mdata_.store(id, grains, pillar);
   return pillar;
 }

@@ -306,6 +306,20 @@ class reader {
     }
     out = std::move(m);
   }
+  // A list of single-key maps ({module: argument}), as Salt's ext_pillar; null: [].
+  void map_list(const std::string& name, wire::value& out) {
+    const wire::value* v = get(name);
+    if (!v || error) return;
+    if (v->is_null()) {
+      out = wire::value::array();
+      return;
+    }
+    const std::string what = "a list of one-key maps ({module: argument})";
+    if (!v->is_array()) return fail(name, what, *v);
+    for (const auto& x : *v)
+      if (!x.is_object() || x.size() != 1) return fail(name, what, *v);
+    out = *v;
+  }
   void any_map(const std::string& name, wire::value& out) {
     const wire::value* v = get(name);
     if (!v || error) return;
@@ -376,6 +390,7 @@ class writer {
     raw_[name] = o;
   }
   void any_map(const std::string& name, wire::value& v) { raw_[name] = v; }
+  void map_list(const std::string& name, wire::value& v) { raw_[name] = v; }
 
  private:
   wire::value& raw_;
@@ -470,8 +485,28 @@ void visit_master(master_config& c, V& v) {
   v.string("state_top", c.state_top);
   v.enumeration("top_file_merging_strategy", c.top_file_merging_strategy, {"merge", "same", "merge_all"});
   v.enumeration("pillar_source_merging_strategy", c.pillar_source_merging_strategy,
-                {"smart", "recurse", "aggregate", "overwrite", "none"});
+                {"smart", "recurse", "aggregate", "overwrite", "none", "list"});
   v.nodegroup_map("nodegroups", c.nodegroups);
+  v.string_list("renderer_blacklist", c.renderer_blacklist);
+  v.string_list("renderer_whitelist", c.renderer_whitelist);
+  v.any_map("jinja_env", c.jinja_env);
+  v.any_map("jinja_sls_env", c.jinja_sls_env);
+  v.boolean("jinja_trim_blocks", c.jinja_trim_blocks);
+  v.boolean("jinja_lstrip_blocks", c.jinja_lstrip_blocks);
+  v.opt_string("gpg_keydir", c.gpg_keydir);
+  v.boolean("pillar_merge_lists", c.pillar_merge_lists);
+  v.boolean("pillar_includes_override_sls", c.pillar_includes_override_sls);
+  v.boolean("pillar_safe_render_error", c.pillar_safe_render_error);
+  v.opt_string("pillarenv", c.pillarenv);
+  v.boolean("pillarenv_from_saltenv", c.pillarenv_from_saltenv);
+  v.map_list("ext_pillar", c.ext_pillar);
+  v.boolean("ext_pillar_first", c.ext_pillar_first);
+  v.boolean("pillar_cache", c.pillar_cache);
+  v.integer("pillar_cache_ttl", c.pillar_cache_ttl, 0, k_max);
+  v.enumeration("pillar_cache_backend", c.pillar_cache_backend, {"disk", "memory"});
+  v.integer("pillar_render_timeout", c.pillar_render_timeout, 1, 86400);
+  v.integer("pillar_render_workers", c.pillar_render_workers, 1, 256);
+  v.integer("pillar_compile_timeout", c.pillar_compile_timeout, 1, 86400);
   v.boolean("job_cache_async", c.job_cache_async);
   v.opt_string("cluster_id", c.cluster_id);
   v.string_list("cluster_peers", c.cluster_peers);

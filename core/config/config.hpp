@@ -115,6 +115,29 @@ struct master_config {
   std::string top_file_merging_strategy = "merge";
   std::string pillar_source_merging_strategy = "smart";
   std::map<std::string, std::string> nodegroups;
+  // Pillar and the renderer pipeline (issue 17; Salt's names and defaults,
+  // docs/operations.md "Pillar").
+  std::vector<std::string> renderer_blacklist;
+  std::vector<std::string> renderer_whitelist;
+  wire::value jinja_env = wire::value::object();      // Jinja Environment options, all templates
+  wire::value jinja_sls_env = wire::value::object();  // ... for SLS (overrides jinja_env)
+  bool jinja_trim_blocks = false;
+  bool jinja_lstrip_blocks = false;
+  std::optional<std::string> gpg_keydir;  // unset: <config_dir>/gpgkeys, as Salt's gpg renderer
+  bool pillar_merge_lists = false;
+  bool pillar_includes_override_sls = false;
+  bool pillar_safe_render_error = true;
+  std::optional<std::string> pillarenv;
+  bool pillarenv_from_saltenv = false;
+  wire::value ext_pillar = wire::value::array();  // [{name: arg}, ...]
+  bool ext_pillar_first = false;
+  bool pillar_cache = false;
+  int pillar_cache_ttl = 3600;                    // seconds
+  std::string pillar_cache_backend = "disk";      // disk (cachedir/pillar_cache) | memory
+  // sylvite extensions: bounds of the render pipeline.
+  int pillar_render_timeout = 30;    // seconds per rendered file
+  int pillar_render_workers = 2;     // sylvite-render worker processes
+  int pillar_compile_timeout = 120;  // seconds per minion's whole compile
   // cluster (issue 6/7; parsed and validated now)
   std::optional<std::string> cluster_id;
   std::vector<std::string> cluster_peers;

@@ -574,3 +574,69 @@ TEST_F(ConfigDir, ZeromqOptionsRangeChecked) {
     fs::remove(dir_ / c.role);
   }
 }
+
+TEST_F(ConfigDir, PillarAndRendererOptions) {
+  auto d = load_master_config(dir_);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->renderer, "jinja|yaml");
+  EXPECT_TRUE(d->renderer_blacklist.empty());
+  EXPECT_EQ(d->jinja_env, value::object());
+  EXPECT_FALSE(d->gpg_keydir);
+  EXPECT_EQ(d->pillar_source_merging_strategy, "smart");
+  EXPECT_FALSE(d->pillar_merge_lists);
+  EXPECT_TRUE(d->pillar_safe_render_error);
+  EXPECT_FALSE(d->pillarenv);
+  EXPECT_EQ(d->ext_pillar, value::array());
+  EXPECT_FALSE(d->pillar_cache);
+  EXPECT_EQ(d->pillar_cache_ttl, 3600);
+  EXPECT_EQ(d->pillar_cache_backend, "disk");
+  EXPECT_EQ(d->pillar_render_timeout, 30);
+  EXPECT_EQ(d->pillar_render_workers, 2);
+  EXPECT_EQ(d->pillar_compile_timeout, 120);
+  EXPECT_EQ(d->raw["pillar_cache_ttl"], 3600);
+
+  write("master",
+        "renderer: jinja|json\nrenderer_blacklist: [py]\njinja_env: {trim_blocks: true}\njinja_lstrip_blocks: true\n"
+        "gpg_keydir: /k\npillar_source_merging_strategy: overwrite\npillar_merge_lists: true\npillarenv: dev\n"
+        "pillarenv_from_saltenv: true\next_pillar:\n  - cmd_yaml: echo a\n  - file_tree: {root_dir: /t}\n"
+        "ext_pillar_first: true\npillar_cache: true\npillar_cache_ttl: 5\npillar_cache_backend: memory\n"
+        "pillar_render_timeout: 7\npillar_render_workers: 4\npillar_compile_timeout: 60\n");
+  auto m = load_master_config(dir_);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->renderer, "jinja|json");
+  EXPECT_EQ(m->renderer_blacklist, std::vector<std::string>{"py"});
+  EXPECT_EQ(m->jinja_env["trim_blocks"], true);
+  EXPECT_TRUE(m->jinja_lstrip_blocks);
+  EXPECT_EQ(*m->gpg_keydir, "/k");
+  EXPECT_EQ(m->pillar_source_merging_strategy, "overwrite");
+  EXPECT_TRUE(m->pillar_merge_lists);
+  EXPECT_EQ(*m->pillarenv, "dev");
+  EXPECT_TRUE(m->pillarenv_from_saltenv);
+  EXPECT_EQ(m->ext_pillar.size(), 2u);
+  EXPECT_TRUE(m->ext_pillar_first);
+  EXPECT_TRUE(m->pillar_cache);
+  EXPECT_EQ(m->pillar_cache_ttl, 5);
+  EXPECT_EQ(m->pillar_cache_backend, "memory");
+  EXPECT_EQ(m->pillar_render_timeout, 7);
+  EXPECT_EQ(m->pillar_render_workers, 4);
+  EXPECT_EQ(m->pillar_compile_timeout, 60);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"ext_pillar: {cmd_yaml: x}\n",
+       "option 'ext_pillar': expected a list of one-key maps ({module: argument}), got {\"cmd_yaml\":\"x\"}"},
+      {"ext_pillar: [cmd_yaml]\n",
+       "option 'ext_pillar': expected a list of one-key maps ({module: argument}), got [\"cmd_yaml\"]"},
+      {"pillar_cache_backend: redis\n", "option 'pillar_cache_backend': expected one of disk, memory, got \"redis\""},
+      {"pillar_source_merging_strategy: deep\n",
+       "option 'pillar_source_merging_strategy': expected one of smart, recurse, aggregate, overwrite, none, list, got "
+       "\"deep\""},
+      {"pillar_render_timeout: 0\n", "option 'pillar_render_timeout': expected an integer between 1 and 86400, got 0"},
+      {"renderer_whitelist: yaml\n", "option 'renderer_whitelist': expected a list of strings, got \"yaml\""},
+  };
+  for (const auto& [text, msg] : bad) {
+    write("master", text);
+    auto r = load_master_config(dir_);
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.error().message.find(msg), std::string::npos) << r.error().message;
+  }
+}

@@ -9,6 +9,8 @@
 
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
+#include "core/config/config.hpp"
+#include "core/render/render.hpp"
 #include "test_util.hpp"
 
 namespace sylvite::test {
@@ -18,6 +20,29 @@ namespace fs = std::filesystem;
 using wire::value;
 
 const std::string kNonce = "0123456789abcdef0123456789abcdef";
+
+// The pillar compiler's renderer in these tests: YAML only, no sylvite-render worker.
+class yaml_renderer final : public render::renderer {
+ public:
+  render::outcome render(const render::request& r) override {
+    render::outcome o;
+    auto text = util::read_file(r.path);
+    if (!text) {
+      o.st = render::outcome::status::render_error;
+      o.error = "unreadable";
+      return o;
+    }
+    auto v = config::parse_yaml(*text);
+    if (!v) {
+      o.st = render::outcome::status::render_error;
+      o.error = v.error();
+      return o;
+    }
+    o.st = render::outcome::status::ok;
+    o.data = v->is_null() ? value::object() : std::move(*v);
+    return o;
+  }
+};
 
 struct CoreFixture : ::testing::Test {
   temp_dir tmp;
@@ -31,6 +56,7 @@ struct CoreFixture : ::testing::Test {
     auto c = master::master_core::create(cfg);
     ASSERT_TRUE(c) << c.error().message();
     core = std::move(*c);
+    core->set_renderer(std::make_unique<yaml_renderer>());  // no sylvite-render worker in unit tests
     core->set_pub_sink(&sink);
   }
   virtual void customize(config::master_config&) {}
