@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import queue
+import shlex
 import re
 import resource
 import shutil
@@ -381,7 +382,9 @@ class Swarm:
                      "--pub-port", str(master.publish_port), "--count", str(count), "--id-prefix", id_prefix,
                      "--keys-dir", str(keys_dir), "--state-dir", str(root / "pki"), "--pool", str(pool),
                      "--threads", str(threads), "--accept-wait", str(accept_wait), "--start-rate", str(start_rate),
-                     "--report", str(root / "swarm-report.json"), "--transport", transport, *extra]
+                     "--report", str(root / "swarm-report.json"), "--transport", transport, *extra,
+                     # extra swarm flags for an experiment, e.g. "--zmq-auth-own-socket"
+                     *shlex.split(os.environ.get("SYLVITE_SWARM_ARGS", ""))]
         self.err = open(root / "swarm.err", "ab")
         self.p = track(subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                         text=True, bufsize=1, start_new_session=True, preexec_fn=raise_nofile))

@@ -1,8 +1,9 @@
 // sylvite-swarm engine (see swarm.hpp). What one simulated minion does, as a Salt 3008
 // minion with `transport: tcp` (or `zeromq`) would:
-//   1. sign in (clear `_auth`, protocol v3) through the shared request pool (zeromq: a
-//      REQ socket of its own for the sign-in, without a monitor, as Salt's AsyncAuth;
-//      at most as many at once as this process has descriptors for); a pending
+//   1. sign in (clear `_auth`, protocol v3) through the shared request pool (zeromq with
+//      --zmq-auth-own-socket: a REQ socket of its own for the sign-in, without a monitor,
+//      as Salt's AsyncAuth; at most as many at once as this process has descriptors for;
+//      a sign-in queued in the pool counts its auth_timeout from the queue); a pending
 //      answer waits accept_wait and asks again; a timeout (auth_timeout) is counted and
 //      resent at once, auth_tries times, then accept_wait (Salt's sign_in + "retry");
 //      connection refused (master down) waits reconnect_delay;
@@ -257,7 +258,7 @@ bool swarm::prepare() {
                      opt_.count, opt_.transport, need, static_cast<unsigned long long>(rl.rlim_cur));
     return false;
   }
-  if (kind_ == transport::kind::zeromq) {
+  if (kind_ == transport::kind::zeromq && opt_.zmq_auth_own_socket) {
     // Each sign-in socket: its TCP descriptor and its mailbox (no monitor).
     const std::size_t used = opt_.count * per_minion + opt_.pool * 32 + 64;
     const std::size_t room = std::min<std::size_t>(rl.rlim_cur, 19000);
@@ -345,7 +346,7 @@ awaitable<void> swarm::sleep_for(milliseconds d) {
 }
 
 std::shared_ptr<transport::req_client> swarm::auth_channel() {
-  if (kind_ != transport::kind::zeromq) return nullptr;
+  if (kind_ != transport::kind::zeromq || !opt_.zmq_auth_own_socket) return nullptr;
   transport::endpoint ep{opt_.master, opt_.ret_port, {}};
   transport::options to;
   to.connect_timeout = milliseconds(3000);
@@ -401,7 +402,8 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
   // socket, replaced after a timeout) and closes it when done. Through the shared pool's
   // few REQ sockets a sign-in would instead spend its auth_timeout queued in this process
   // during a storm, and the master's work on it would be wasted: no real minion does that.
-  if (kind_ == transport::kind::zeromq) co_await acquire_auth_slot();
+  const bool own_socket = kind_ == transport::kind::zeromq && opt_.zmq_auth_own_socket;
+  if (own_socket) co_await acquire_auth_slot();
   std::shared_ptr<transport::req_client> own = auth_channel();
   transport::req_client* channel = own ? own.get() : m->req.get();
   while (!stopping_) {
