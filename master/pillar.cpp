@@ -638,7 +638,10 @@ class compiler {
     } else {
       std::string msg = "Rendering SLS '" + sls + "' failed, render error:\n" + r.error;
       spdlog::critical("{}", msg);
-      if (r.st == render::outcome::status::render_error && cfg_.pillar_safe_render_error)
+      // A renderer sylvite refuses is, to the minion, a file that failed to render: Salt's
+      // entry (the file and the renderer are named in the log above).
+      if ((r.st == render::outcome::status::render_error || r.st == render::outcome::status::unsupported_renderer) &&
+          cfg_.pillar_safe_render_error)
         errors.push_back("Rendering SLS '" + sls + "' failed. Please see master log for details.");
       else
         errors.push_back(msg);

@@ -14,7 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
   clang libclang-rt-14-dev
   python3 python3-venv python3-dev
-  python3-jinja2 python3-markupsafe python3-yaml python3-jmespath python3-dateutil libpython3-dev gnupg
+  python3-jinja2 python3-markupsafe python3-pyflakes python3-yaml python3-jmespath python3-dateutil libpython3-dev gnupg
   iproute2 iptables procps psmisc
   glusterfs-server glusterfs-client
   haproxy

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import pathlib
+import posixpath
 import pprint
 import random
 import re
@@ -1291,7 +1292,7 @@ def repack_dictlist(data, strict=False, recurse=False, key_cb=None, val_cb=None)
     if isinstance(data, str):
         try:
             data = safe_load(data)
-        except parser.ParserError as err:
+        except ParserError as err:
             log.error(err)
             return {}
 
@@ -1736,7 +1737,7 @@ def sample_(value, size, seed=None):
 # --- salt/utils/data.py: shuffle
 @jinja_filter("random_shuffle")
 def shuffle_(value, seed=None):
-    return sample(value, len(value), seed=seed)
+    return sample_(value, len(value), seed=seed)
 
 
 # --- salt/utils/data.py: to_entries
@@ -2164,7 +2165,7 @@ def get_hash(path, form="sha256", chunk_size=65536):
     if hash_type is None:
         raise ValueError(f"Invalid hash type: {form}")
 
-    with fopen(path, "rb") as ifile:
+    with open(path, "rb") as ifile:
         hash_obj = hash_type()
         # read the file in in chunks, not the entire file
         for chunk in iter(lambda: ifile.read(chunk_size), b""):
@@ -2429,6 +2430,28 @@ def extend_dict_key_value(
             )
         )
     return in_dict
+
+
+# --- salt/utils/args.py: clean_kwargs
+def clean_kwargs(**kwargs):
+    """Drop the keys Salt's loader adds (those starting with "__")."""
+    ret = {}
+    for key, val in kwargs.items():
+        if not key.startswith("__"):
+            ret[key] = val
+    return ret
+
+
+def invalid_kwargs(invalid_kwargs, raise_exc=True):
+    """salt/utils/args.py: raise SaltInvocationError naming the invalid keyword arguments."""
+    if invalid_kwargs:
+        if isinstance(invalid_kwargs, dict):
+            new_invalid = [f"{x}={y}" for x, y in invalid_kwargs.items()]
+            invalid_kwargs = new_invalid
+    msg = "The following keyword arguments are not valid: {}".format(", ".join(invalid_kwargs))
+    if raise_exc:
+        raise SaltInvocationError(msg)
+    return msg
 
 
 # --- salt/utils/path.py: join

@@ -132,6 +132,19 @@ TEST(PillarRender, UnsupportedRendererNamesFileAndRenderer) {
   write(d / "p/good.sls", "good: true\n");
   auto cfg = base_cfg(d);
   cfg.renderer_blacklist = {"json"};
+  {
+    // pillar_safe_render_error (default on): to the minion it is Salt's entry for a file
+    // that failed to render; the file and the renderer are named in the master's log.
+    cfg.pillar_safe_render_error = true;
+    test::fake_renderer fr;
+    master::pillar_compiler pc(cfg, fr);
+    auto p = pc.compile("m", nullptr);
+    EXPECT_EQ(p["good"], true);
+    auto errs = errors_of(p);
+    ASSERT_EQ(errs.size(), 2u) << p.dump();
+    EXPECT_EQ(errs[0], "Rendering SLS 'pyfile' failed. Please see master log for details.");
+  }
+  cfg.pillar_safe_render_error = false;
   test::fake_renderer fr;
   master::pillar_compiler pc(cfg, fr);
   for (int i = 0; i < 2; ++i) {  // logged once, reported every time
