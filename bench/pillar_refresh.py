@@ -23,8 +23,8 @@ Round 1 (untimed) signs every minion in and compiles once; round 2 (timed) is th
 every minion sends `_pillar` again. Reported per master: wall time of the round,
 refreshes/s, latency p50/p99 per minion, master CPU seconds (all its processes, utime +
 stime during the round) and CPU ms per minion, master RSS (sum over its processes) peak
-during the round, and how many pillars came back with `_errors` (until issue 17 lands,
-sylvite refuses Jinja: its pillars are `_errors`, and its numbers measure the refusal).
+during the round, and how many pillars came back with `_errors` (a figure for a master
+whose pillars carry `_errors` measures refusals, not compiles).
 
   bench/pillar_refresh.py --n 50                 # both masters, 50 minions (~1 min here)
   bench/pillar_refresh.py --n 5000 --procs 8     # the issue's size
