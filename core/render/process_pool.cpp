@@ -103,6 +103,17 @@ int ms_left(clock::time_point deadline) {
 
 enum class io_result { ok, timeout, closed, error };
 
+// Waits until fd is ready for `events` (or a signal interrupts): ok means "try again".
+io_result wait_ready(int fd, short events, clock::time_point deadline) {
+  pollfd p{fd, events, 0};
+  const int left = ms_left(deadline);
+  if (left == 0) return io_result::timeout;
+  const int r = ::poll(&p, 1, left);
+  if (r == 0) return io_result::timeout;
+  if (r < 0 && errno != EINTR) return io_result::error;
+  return io_result::ok;
+}
+
 io_result send_all(int fd, const std::string& buf, clock::time_point deadline) {
   std::size_t off = 0;
   while (off < buf.size()) {
@@ -113,12 +124,7 @@ io_result send_all(int fd, const std::string& buf, clock::time_point deadline) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      int left = ms_left(deadline);
-      if (left == 0) return io_result::timeout;
-      int r = ::poll(&p, 1, left);
-      if (r == 0) return io_result::timeout;
-      if (r < 0 && errno != EINTR) return io_result::error;
+      if (auto w = wait_ready(fd, POLLOUT, deadline); w != io_result::ok) return w;
       continue;
     }
     return (n < 0 && (errno == EPIPE || errno == ECONNRESET)) ? io_result::closed : io_result::error;
@@ -137,12 +143,7 @@ io_result recv_exact(int fd, char* out, std::size_t len, clock::time_point deadl
     if (n == 0) return io_result::closed;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      pollfd p{fd, POLLIN, 0};
-      int left = ms_left(deadline);
-      if (left == 0) return io_result::timeout;
-      int r = ::poll(&p, 1, left);
-      if (r == 0) return io_result::timeout;
-      if (r < 0 && errno != EINTR) return io_result::error;
+      if (auto w = wait_ready(fd, POLLIN, deadline); w != io_result::ok) return w;
       continue;
     }
     return errno == ECONNRESET ? io_result::closed : io_result::error;
