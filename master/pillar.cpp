@@ -581,9 +581,10 @@ class compiler {
 
   std::vector<std::pair<std::string, std::vector<std::string>>> top_matches(const top_t& top) const {
     std::vector<std::pair<std::string, std::vector<std::string>>> matches;
-    for (const auto& [env, body] : top) {
+    for (const auto& entry : top) {
+      const std::string& env = entry.first;  // named, not a structured binding: clang 14 can't capture those
       if (pillarenv && env != *pillarenv) continue;
-      for (const auto& [tgt, data] : body) {
+      for (const auto& [tgt, data] : entry.second) {
         if (!confirm_top(tgt, data)) continue;
         auto mit = std::find_if(matches.begin(), matches.end(), [&](const auto& p) { return p.first == env; });
         if (mit == matches.end()) {
