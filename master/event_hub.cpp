@@ -20,6 +20,13 @@ std::uint64_t event_hub::subscribe_all(handler h) {
   return id;
 }
 
+std::uint64_t event_hub::subscribe_local(handler h) {
+  std::lock_guard lk(mu_);
+  auto id = next_++;
+  subs_[id] = sub{{}, std::make_shared<handler>(std::move(h)), true};
+  return id;
+}
+
 void event_hub::unsubscribe(std::uint64_t id) {
   std::lock_guard lk(mu_);
   auto it = subs_.find(id);
@@ -36,12 +43,12 @@ void event_hub::unsubscribe(std::uint64_t id) {
   subs_.erase(it);
 }
 
-void event_hub::fire(const std::string& tag, const wire::value& data, const std::string& jid) {
+void event_hub::fire(const std::string& tag, const wire::value& data, const std::string& jid, origin from) {
   std::vector<std::shared_ptr<handler>> hs;
   {
     std::lock_guard lk(mu_);
     for (auto& [id, s] : subs_) {
-      if (s.jid.empty()) hs.push_back(s.h);
+      if (s.jid.empty() && (!s.local_only || from == origin::local)) hs.push_back(s.h);
     }
     if (!jid.empty()) {
       auto [b, e] = by_jid_.equal_range(jid);

@@ -2,6 +2,10 @@
 // subscribers either listen to one jid (returns of salt/job/<jid>/ret/<id>, keyed for
 // O(1) fan-out) or to everything. Handlers run on the firing thread, outside the hub's
 // lock; they must be quick (push to a queue) and must not throw.
+// Origin: an event fired by this master (a minion's request, a publish, a key change) is
+// `local`; one this master received from a cluster peer is `peer`. subscribe_all sees
+// both; subscribe_local only the local ones (the reactor: one reaction per event in the
+// cluster, by the master that first saw it).
 // Thread-safety: all methods safe from any thread.
 #pragma once
 #include <cstdint>
@@ -21,16 +25,20 @@ class event_hub {
   using handler = std::function<void(const std::string& tag, const wire::value& data)>;
   // jid-keyed subscription: receives events fired with that jid.
   std::uint64_t subscribe_jid(const std::string& jid, handler h);
+  enum class origin { local, peer };
   std::uint64_t subscribe_all(handler h);
+  std::uint64_t subscribe_local(handler h);
   void unsubscribe(std::uint64_t id);
   // jid may be empty (not a job event).
-  void fire(const std::string& tag, const wire::value& data, const std::string& jid = {});
+  void fire(const std::string& tag, const wire::value& data, const std::string& jid = {},
+            origin from = origin::local);
   std::size_t subscriber_count() const;
 
  private:
   struct sub {
     std::string jid;
     std::shared_ptr<handler> h;
+    bool local_only = false;
   };
   mutable std::mutex mu_;
   std::uint64_t next_ = 1;
