@@ -10,6 +10,7 @@
 #include <set>
 
 #include "master/cli/args.hpp"
+#include "master/cli/batch.hpp"
 #include "core/util/log.hpp"
 #include "master/cli/common.hpp"
 #include "master/ipc_protocol.hpp"
@@ -45,7 +46,7 @@ int salt_main(int argc, char** argv, cli_env& env) {
   bool is_static = false, is_async = false, verbose = false, hide_timeout = false, show_jid = false,
        progress = false, failhard = false, doc = false, summary = false, start_event = false, config_dump = false,
        preview = false, hard_crash = false, make_token = false, args_stdin = false;
-  std::string batch, batch_wait, batch_safe_limit, batch_safe_size, returner, return_config, return_kwargs,
+  std::string batch, batch_wait, batch_safe_limit, batch_safe_size = "8", returner, return_config, return_kwargs,
       metadata, args_separator = ",", no_parse, delimiter = ":", module_executors, executor_opts, saltfile, eauth,
       username, password, state_output, state_verbose;
   int subset = 0;
@@ -62,16 +63,16 @@ int salt_main(int argc, char** argv, cli_env& env) {
   app.add_option("--no-parse", no_parse, "Comma-separated list of named CLI arguments (i.e. argname=value) which should not be parsed as Python data types");
   app.add_flag("-s,--static", is_static, "Return the data from minions as a group after they all return.");
   app.add_flag("-p,--progress", progress, "Display a progress graph (not supported).");
-  app.add_flag("--failhard", failhard, "Stop batch execution upon first \"bad\" return (batch mode only, as in Salt: no effect here).");
+  app.add_flag("--failhard", failhard, "Stop batch execution upon first \"bad\" return.");
   app.add_flag("--async", is_async, "Run the salt command but don't wait for a reply.");
   app.add_option("--subset", subset, "Execute the routine on a random subset of the targeted minions (not supported).");
   app.add_flag("-v,--verbose", verbose, "Turn on command verbosity, display jid and active job queries.");
   app.add_flag("--hide-timeout", hide_timeout, "Hide minions that timeout (no effect, as in Salt 3008: they are always listed).");
   app.add_flag("--show-jid", show_jid, "Display jid without the additional output of --verbose.");
-  app.add_option("-b,--batch,--batch-size", batch, "Batch mode (not supported by sylvite).");
-  app.add_option("--batch-wait", batch_wait, "Batch mode (not supported by sylvite).");
-  app.add_option("--batch-safe-limit", batch_safe_limit, "Batch mode (not supported by sylvite).");
-  app.add_option("--batch-safe-size", batch_safe_size, "Batch mode (not supported by sylvite).");
+  app.add_option("-b,--batch,--batch-size", batch, "Execute the salt job in batch mode, pass either the number of minions to batch at a time, or the percentage of minions to have running.");
+  app.add_option("--batch-wait", batch_wait, "Wait the specified time in seconds after each job is done before freeing the slot in the batch for the next one.");
+  app.add_option("--batch-safe-limit", batch_safe_limit, "Execute the salt job in batch mode if the job would have executed on at least this many minions.");
+  app.add_option("--batch-safe-size", batch_safe_size, "Batch size to use for batch jobs created by batch-safe-limit.");
   app.add_option("--return", returner, "Set an alternative return method.");
   app.add_option("--return_config", return_config, "Set an alternative return method configuration.");
   app.add_option("--return_kwargs", return_kwargs, "Set any returner options at the command line.");
@@ -116,7 +117,24 @@ int salt_main(int argc, char** argv, cli_env& env) {
   auto refuse = [&](const std::string& what) {
     return usage_error("salt", usage, what + " is not supported by sylvite", *env.err);
   };
-  if (!batch.empty() || !batch_safe_limit.empty()) return refuse("batch mode (-b/--batch, --batch-safe-limit)");
+  // Batch options are typed as Salt's optparse types them (float / int).
+  auto bad_value = [&](const std::string& opt, const char* kind, const std::string& v) {
+    return usage_error("salt", usage, "option " + opt + ": invalid " + kind + " value: '" + v + "'", *env.err);
+  };
+  double batch_wait_s = 0;
+  long long safe_limit = 0;
+  if (!batch_wait.empty()) {
+    auto v = py_float_text(batch_wait);
+    if (!v) return bad_value("--batch-wait", "floating-point", batch_wait);
+    batch_wait_s = *v;
+  }
+  if (!batch_safe_limit.empty()) {
+    auto v = py_int_text(batch_safe_limit);
+    if (!v) return bad_value("--batch-safe-limit", "integer", batch_safe_limit);
+    safe_limit = *v;
+  }
+  // Salt hands `--async -b` to its master-side BatchManager, which sylvite has not.
+  if (!batch.empty() && is_async) return refuse("batch mode with --async");
   if (progress) return refuse("-p/--progress");
   if (subset) return refuse("--subset");
   if (doc) return refuse("-d/--doc");
@@ -211,6 +229,21 @@ int salt_main(int argc, char** argv, cli_env& env) {
   {
     auto r = env.request(*cfg, ipc::encode(ipc::ping{}), std::chrono::seconds(std::max(timeout, 10)));
     if (!r.body) return down(r);
+  }
+
+  // Batch mode (master/cli/batch.hpp): -b, or --batch-safe-limit reached.
+  if (!batch.empty() || (safe_limit > 1 && !is_static && !is_async)) {
+    batch_request br;
+    br.spec = batch.empty() ? batch_safe_size : batch;
+    br.batch_wait = batch_wait_s;
+    br.failhard = failhard;
+    br.quiet = is_static;
+    br.timeout = timeout;
+    br.gather_job_timeout = cfg->gather_job_timeout;
+    br.log_errors = logf.level != "quiet" && logf.level != "critical";
+    br.job = pub;
+    if (batch.empty()) br.safe_limit = safe_limit;
+    if (auto rc = run_batch(br, batch_output{of, base_opt}, *cfg, env)) return *rc;
   }
 
   if (is_async) {

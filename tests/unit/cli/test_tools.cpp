@@ -196,7 +196,7 @@ TEST(SaltTool, UsageErrors) {
   r = run(cli::salt_main, {"salt", "-c", c.root.string(), "--saltfile", "/x", "*", "test.ping"}, m);
   EXPECT_EQ(r.rc, 64);
   EXPECT_NE(r.err.find("salt: error: --saltfile is not supported by sylvite"), std::string::npos);
-  r = run(cli::salt_main, {"salt", "-c", c.root.string(), "-b", "10", "*", "test.ping"}, m);
+  r = run(cli::salt_main, {"salt", "-c", c.root.string(), "--async", "-b", "10", "*", "test.ping"}, m);
   EXPECT_EQ(r.rc, 64);
   r = run(cli::salt_main, {"salt", "--no-such-flag"}, m);
   EXPECT_EQ(r.rc, 64);
