@@ -11,13 +11,13 @@
 #include "master/cli/batch.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace sylvite::cli {
@@ -196,7 +196,7 @@ struct event_queue {
 struct window {
   std::vector<std::string> minions;
   bool active = true;
-  std::shared_ptr<std::atomic<bool>> finished = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread;  // joined once its stream has ended (or detached at the end)
 };
 
 // The master bounds each wait itself (timeout + find_job rounds while the job runs); ours
@@ -295,7 +295,6 @@ std::optional<int> run_batch(const batch_request& req, const batch_output& out, 
   // ---- windows ------------------------------------------------------------------------
   auto q = std::make_shared<event_queue>();
   std::vector<window> windows;
-  std::vector<std::thread> threads;
   std::string batch_jid;  // the first window's jid; later windows publish under it
   std::set<std::string> seen;
   std::set<std::string> items_seen;  // ids whose return arrived
@@ -313,18 +312,20 @@ std::optional<int> run_batch(const batch_request& req, const batch_output& out, 
     p.wait = true;
     if (!batch_jid.empty()) p.jid = batch_jid;
     const std::size_t idx = windows.size();
-    window w;
-    w.minions = ids;
-    auto fin = w.finished;
-    windows.push_back(std::move(w));
+    windows.emplace_back();
+    windows.back().minions = ids;
     value body = ipc::encode(p);
-    threads.emplace_back([q, idx, body, fin, stream_fn, cfg_copy] {
-      auto r = stream_fn(
-          cfg_copy, body, [&](const value& item) { q->push({stream_event::kind::item, idx, item, {}}); }, kStreamGuard);
-      if (r.body) q->push({stream_event::kind::final_reply, idx, *r.body, {}});
-      else q->push({stream_event::kind::failure, idx, nullptr, r.error});
-      fin->store(true);
-    });
+    try {
+      windows.back().thread = std::thread([q, idx, body, stream_fn, cfg_copy] {
+        auto r = stream_fn(
+            cfg_copy, body, [&](const value& item) { q->push({stream_event::kind::item, idx, item, {}}); },
+            kStreamGuard);
+        if (r.body) q->push({stream_event::kind::final_reply, idx, *r.body, {}});
+        else q->push({stream_event::kind::failure, idx, nullptr, r.error});
+      });
+    } catch (const std::system_error& e) {
+      q->push({stream_event::kind::failure, idx, nullptr, std::string("cannot start a window: ") + e.what()});
+    }
   };
 
   while (true) {
@@ -360,6 +361,7 @@ std::optional<int> run_batch(const batch_request& req, const batch_output& out, 
       }
       // The window's stream ended: whoever of it did not return timed out.
       w.active = false;
+      if (w.thread.joinable()) w.thread.join();  // it pushed its last event: ends at once
       if (ev.type == stream_event::kind::failure) {
         so << ev.error << "\n";
       } else if (auto fin = ipc::decode_publish_final(ev.body)) {
@@ -432,13 +434,12 @@ std::optional<int> run_batch(const batch_request& req, const batch_output& out, 
   // returns still reach the job cache. A stream still open keeps running detached (it
   // owns what it touches: the queue, a copy of the config and of the request function).
   // A window all of whose minions returned gets its final reply at once: joined.
-  for (std::size_t i = 0; i < threads.size(); ++i) {
-    const auto& ids = windows[i].minions;
-    const bool all_back = std::all_of(ids.begin(), ids.end(), [&](const std::string& id) {
-      return m.finished().count(id) > 0 || items_seen.count(id) > 0;
-    });
-    if (windows[i].finished->load() || all_back) threads[i].join();
-    else threads[i].detach();
+  for (auto& w : windows) {
+    if (!w.thread.joinable()) continue;
+    const bool all_back = std::all_of(w.minions.begin(), w.minions.end(),
+                                      [&](const std::string& id) { return items_seen.count(id) > 0; });
+    if (all_back) w.thread.join();
+    else w.thread.detach();
   }
 
   if (req.quiet) {
