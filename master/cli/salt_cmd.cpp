@@ -5,6 +5,7 @@
 // retcode -> "ERROR: Minions returned with non-zero exit code" and exit 1, no match ->
 // "No minions matched the target. ..." + "ERROR: No return received" and exit 2.
 // The messages are master/ipc_protocol.hpp's; the main (salt.cpp) only calls salt_main.
+// Batch mode (-b, --batch-safe-limit) runs in master/cli/batch.cpp (run_batch).
 #include <algorithm>
 #include <iostream>
 #include <set>
