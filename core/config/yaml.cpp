@@ -444,6 +444,11 @@ bool plain_ok(std::string_view s) {
   if (s.empty()) return false;
   auto rv = detail::resolve_plain_scalar(s);
   if (!rv.is_string()) return false;
+  // PyYAML reads a number too large for int64 (a 20-digit jid) as an int: quote it.
+  {
+    std::string str(s);
+    if (std::regex_match(str, detail::int_re()) || std::regex_match(str, detail::float_re())) return false;
+  }
   // A leading char that starts YAML syntax, or surrounding whitespace.
   if (std::string_view("-?:,[]{}#&*!|>'\"%@` \t").find(s.front()) != std::string_view::npos) return false;
   if (s.back() == ' ' || s.back() == ':' || s.back() == '\t') return false;
@@ -458,6 +463,26 @@ bool plain_ok(std::string_view s) {
   if (s.size() >= 5 && std::isdigit(static_cast<unsigned char>(s[0])) && std::isdigit(static_cast<unsigned char>(s[1])) &&
       std::isdigit(static_cast<unsigned char>(s[2])) && std::isdigit(static_cast<unsigned char>(s[3])) && s[4] == '-')
     return false;
+  return true;
+}
+
+// PyYAML's choice when a plain scalar is not allowed: single quotes for printable ASCII
+// without line breaks ('' for a quote), else double quotes with escapes.
+std::string single_quoted(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "''";
+    else out.push_back(c);
+  }
+  out += '\'';
+  return out;
+}
+
+bool single_ok(std::string_view s) {
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c > 0x7E) return false;
+  }
   return true;
 }
 
@@ -488,6 +513,8 @@ std::string double_quoted(std::string_view s) {
   return out;
 }
 
+std::string yaml_quoted(std::string_view s) { return single_ok(s) ? single_quoted(s) : double_quoted(s); }
+
 std::string scalar_text(const wire::value& v) {
   switch (v.type()) {
     case wire::value::value_t::null: return "null";
@@ -504,11 +531,11 @@ std::string scalar_text(const wire::value& v) {
     }
     case wire::value::value_t::string: {
       const auto& s = v.get_ref<const std::string&>();
-      return plain_ok(s) ? s : double_quoted(s);
+      return plain_ok(s) ? s : yaml_quoted(s);
     }
     case wire::value::value_t::binary: {
       auto b = *detail::bytes_of(v);
-      if (is_utf8_local(b)) return plain_ok(b) ? std::string(b) : double_quoted(b);
+      if (is_utf8_local(b)) return plain_ok(b) ? std::string(b) : yaml_quoted(b);
       return "!!binary " + double_quoted(base64_encode_local(b));
     }
     case wire::value::value_t::object: return "{}";

@@ -163,12 +163,17 @@ TEST(Yaml, ToYamlScalarsAndQuoting) {
   EXPECT_EQ(to_yaml(value(1.5)), "1.5\n");
   EXPECT_EQ(to_yaml(value(1e16)), "1.0e+16\n");
   EXPECT_EQ(to_yaml(value(1.0)), "1.0\n");
-  // Strings PyYAML would retype are quoted.
+  // Strings PyYAML would retype are quoted: single quotes as PyYAML when printable ASCII
+  // on one line, double quotes with escapes otherwise.
   for (const char* s : {"yes", "no", "on", "off", "true", "null", "~", "", "123", "0755", "1.5", "0x10", "1:30",
-                        "-a", "a: b", "# c", "x #c", "[a]", "{a}", "*a", "&a", "!a", "a\nb", " lead", "trail "}) {
+                        "-a", "a: b", "# c", "x #c", "[a]", "{a}", "*a", "&a", "!a", " lead", "trail ",
+                        "20261127135736123456", "99999999999999999999999"}) {
     std::string out = to_yaml(value(s));
-    EXPECT_EQ(out.front(), '"') << s << " -> " << out;
+    EXPECT_EQ(out.front(), '\'') << s << " -> " << out;
   }
+  EXPECT_EQ(to_yaml(value("it's")), "it's\n");
+  EXPECT_EQ(to_yaml(value("'q' 1")), "'''q'' 1'\n");
+  EXPECT_EQ(to_yaml(value("a\nb")).front(), '"');
   EXPECT_EQ(to_yaml(value("a\"b\\c\n")), "\"a\\\"b\\\\c\\n\"\n");
 }
 
