@@ -455,5 +455,27 @@ TEST_F(ReactorCoreTest, LocalEventPublishesAndErrorsAreEvents) {
   core->shutdown();
 }
 
+TEST_F(ReactorCoreTest, RunnerAndWheelGoThroughTheMastersServices) {
+  auto cfg = make_config(tmp.path);
+  write(tmp.path / "r/ops.sls",
+        "accept_new:\n  wheel.key.accept:\n    - match: {{ data.id }}\n"
+        "list:\n  runner.jobs.list_jobs: []\n");
+  cfg.raw["reactor"] = value::array({value{{"ops", (tmp.path / "r/ops.sls").string()}}});
+  auto c = master::master_core::create(cfg);
+  ASSERT_TRUE(c) << c.error().message();
+  core = std::move(*c);
+  core->set_renderer(std::make_unique<fake_renderer>());
+  core->set_pub_sink(&sink);
+  ASSERT_TRUE(core->key_store().write(pki::key_state::pending, "m2", cached_key(2).public_pem()));
+  core->hub().fire("ops", value{{"id", "m2"}});
+  for (int i = 0; i < 300 && core->reactions().stats().actions < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(core->reactions().stats().actions, 2u);
+  EXPECT_EQ(core->reactions().stats().errors, 0u);
+  EXPECT_TRUE(core->key_store().exists(pki::key_state::accepted, "m2"));
+  EXPECT_FALSE(core->key_store().exists(pki::key_state::pending, "m2"));
+  core->shutdown();
+}
+
 }  // namespace
 }  // namespace sylvite::test
