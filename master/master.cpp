@@ -217,6 +217,24 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     });
   }
   m->cli_ = std::make_unique<cli_service>(m->cfg_, m->links_, m->hub_, *m->keys_, *m->jobs_, *m->cluster_);
+  {
+    // The reactor (reactor.hpp): publishes through the job service, runners through the CLI
+    // service (salt-run's path), wheel.key.* on the key directories + key events.
+    master_core* core = m.get();
+    reactor::hooks rh;
+    rh.publish = [core](const publish_request& r) { return core->jobs_->publish(r); };
+    rh.runner = reactor_runner_via_cli(
+        [core](const value& body, std::shared_ptr<cli_reply> out) { core->cli_->handle(body, std::move(out)); });
+    rh.wheel = [core](const std::string& fun, const value& arg, const value& kwarg) {
+      return run_wheel_key(core->keys_->store(), fun, arg, kwarg,
+                           [core](const std::string& act, const std::vector<std::string>& ids) {
+                             (void)core->keys_->key_event(act, ids);
+                           });
+    };
+    rh.fire = [core](const std::string& tag, const value& data) { core->hub_.fire(tag, data); };
+    m->reactor_ = std::make_unique<reactor>(m->cfg_, *m->renderer_, std::move(rh));
+    m->reactor_->start(m->hub_);
+  }
   return m;
 }
 std::vector<std::string> master_core::connected_ids() const {
@@ -235,6 +253,7 @@ void master_core::on_presence(const std::string& id, bool connected) {
 master_core::~master_core() { shutdown(); }
 
 void master_core::shutdown() {
+  if (reactor_) reactor_->stop();  // first: its runner calls go through the CLI service
   if (cli_) cli_->shutdown();
 }
 

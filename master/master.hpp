@@ -40,6 +40,7 @@
 #include "master/keys.hpp"
 #include "master/minion_data.hpp"
 #include "master/pillar.hpp"
+#include "master/reactor.hpp"
 #include "master/cli_service.hpp"
 #include "master/cluster_node.hpp"
 #include "master/job_service.hpp"
@@ -73,6 +74,7 @@ class master_core {
   request_router& router() noexcept { return *router_; }
   cluster_node& cluster() noexcept { return *cluster_; }
   cli_service& cli() noexcept { return *cli_; }
+  reactor& reactions() noexcept { return *reactor_; }  // the reactor (reactor.hpp)
   // The renderer the pillar compiler uses (default: the sylvite-render process pool of
   // render::make_process_pool). Replace it only before serving (tests use a fake).
   void set_renderer(std::unique_ptr<render::renderer> r);
@@ -164,6 +166,7 @@ class master_core {
   std::unique_ptr<request_router> router_;
   std::unique_ptr<cluster_node> cluster_;
   std::unique_ptr<cli_service> cli_;
+  std::unique_ptr<reactor> reactor_;  // last: stopped (destroyed) before the services it calls
 };
 
 }  // namespace sylvite::master

@@ -440,7 +440,11 @@ value request_router::handle_minion_event(const value& load) {
       fire(*tag, wire::find(ev, "data"));
     }
   } else if (auto tag = wire::get_text(load, "tag")) {
-    fire(*tag, wire::find(load, "data"));
+    // Salt's masterapi._minion_event fires the whole load ({id, tag, data, cmd}, tok
+    // removed by __verify_load) for this form: reactors read data['id'], data['data'].
+    value whole = load;
+    whole.erase("tok");
+    fire(*tag, &whole);
   }
   return nullptr;
 }
