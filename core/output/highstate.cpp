@@ -923,7 +923,10 @@ class highstate {
   }
 
   // _compress_ids: states of one ID with many names rolled into one entry per result.
-  static value compress_ids(const value& data) {
+  // As in Python, the first state of a group is the object that accumulates the others: a
+  // failure half way (e.g. a duration that is not a number) returns the data with those
+  // first states already changed.
+  static value compress_ids(value data) {
     if (!data.is_object()) return data;
     try {
       value compressed = value::object();
@@ -931,22 +934,28 @@ class highstate {
         return split(tname, "_|-")[0] + "_" + py_str(info.at("__id__")) + "_" + py_str(info.at("__sls__")) + "_" +
                py_str(info.at("result"));
       };
-      for (auto it = data.begin(); it != data.end(); ++it) {
-        const std::string& host = it.key();
-        const value& hostdata = it.value();
+      std::vector<std::string> hosts;
+      for (auto it = data.begin(); it != data.end(); ++it) hosts.push_back(it.key());
+      for (const auto& host : hosts) {
+        value& hostdata = data[host];
         compressed[host] = value::object();
         if (!hostdata.is_object()) throw fail{};
+        std::vector<std::string> names;
+        for (auto s = hostdata.begin(); s != hostdata.end(); ++s) names.push_back(s.key());
         std::map<std::string, long long> id_count;
-        for (auto s = hostdata.begin(); s != hostdata.end(); ++s) {
-          if (!s.value().is_object()) throw fail{};
-          id_count[key_of(s.key(), s.value())] += 1;
+        for (const auto& n : names) {
+          if (!hostdata[n].is_object()) throw fail{};
+          id_count[key_of(n, hostdata[n])] += 1;
         }
-        for (auto s = hostdata.begin(); s != hostdata.end(); ++s) {
-          const value& info = s.value();
-          auto comps = split(s.key(), "_|-");
-          std::string id = key_of(s.key(), info);
+        // compressed key -> the original key of the group's first state, in first-seen order
+        std::vector<std::pair<std::string, std::string>> order;
+        std::map<std::string, std::string> first_of;
+        for (const auto& n : names) {
+          const value info = hostdata[n];
+          auto comps = split(n, "_|-");
+          std::string id = key_of(n, info);
           if (id_count[id] == 1) {
-            compressed[host][s.key()] = info;
+            order.emplace_back(n, n);
             continue;
           }
           if (comps.size() < 3) throw fail{};
@@ -954,27 +963,28 @@ class highstate {
                      py_str(info.at("result"));
           comps[1] = py_str(info.at("__id__")) + " (" + std::to_string(id_count[id]) + ")";
           std::string tname = join(comps, "_|-");
-          value& h = compressed[host];
-          if (!h.contains(tname)) {
-            h[tname] = info;
+          auto f = first_of.find(tname);
+          if (f == first_of.end()) {
+            first_of[tname] = n;
+            order.emplace_back(tname, n);
             continue;
           }
-          value& cur = h[tname];
+          value& cur = hostdata[f->second];
           auto num = [](const value& v) -> double {
             if (!v.is_number()) throw fail{};
             return v.get<double>();
           };
-          const value& rn1 = info.at("__run_num__");
-          const value& rn2 = cur.at("__run_num__");
+          const value rn1 = info.at("__run_num__");
+          const value rn2 = cur.at("__run_num__");
           if (num(rn1) < num(rn2)) cur["__run_num__"] = rn1;
-          const value& d1 = info.at("duration");
-          const value& d2 = cur.at("duration");
+          const value d1 = info.at("duration");
+          const value d2 = cur.at("duration");
           if ((d1.is_number_integer() || d1.is_number_unsigned()) && (d2.is_number_integer() || d2.is_number_unsigned()))
             cur["duration"] = d1.get<std::int64_t>() + d2.get<std::int64_t>();  // round(int, 3) is the int
           else
             cur["duration"] = std::strtod(fmt_fixed(num(d1) + num(d2), 3).c_str(), nullptr);  // round(x, 3)
-          const value& st1 = info.at("start_time");
-          const value& st2 = cur.at("start_time");
+          const value st1 = info.at("start_time");
+          const value st2 = cur.at("start_time");
           if (!st1.is_string() || !st2.is_string()) throw fail{};
           if (st1.get<std::string>() < st2.get<std::string>()) cur["start_time"] = st1;
           const bool cur_ch = cur.contains("changes") && truthy(cur["changes"]);
@@ -997,6 +1007,7 @@ class highstate {
             cur["changes"] = wrapped;
           }
         }
+        for (auto& [k, orig] : order) compressed[host][k] = hostdata[orig];
       }
       return compressed;
     } catch (...) {
