@@ -50,11 +50,6 @@ std::vector<std::string> splitlines(std::string_view s) {
   return out;
 }
 
-// Salt's strip_esc_sequence: ESC -> '?' so data cannot drive the terminal.
-std::string strip_esc(std::string s) {
-  std::replace(s.begin(), s.end(), '\x1b', '?');
-  return s;
-}
 
 std::string rstrip(std::string s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t' ||
@@ -479,6 +474,14 @@ std::string render_newline_values_only(const value& data, const options& opt) {
 
 // ---------------------------------------------------------------------------------
 
+std::vector<std::string> py_splitlines(std::string_view s) { return splitlines(s); }
+
+// Salt's strip_esc_sequence: ESC -> '?' so data cannot drive the terminal.
+std::string strip_esc(std::string s) {
+  std::replace(s.begin(), s.end(), '\x1b', '?');
+  return s;
+}
+
 std::string py_float_repr(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
@@ -560,7 +563,8 @@ std::string py_str(const wire::value& v) {
 
 bool known(std::string_view name) {
   return name == "nested" || name == "json" || name == "yaml" || name == "txt" || name == "text" ||
-         name == "raw" || name == "newline_values_only" || name == "quiet" || name == "no_return";
+         name == "raw" || name == "newline_values_only" || name == "quiet" || name == "no_return" ||
+         name == "highstate";
 }
 
 std::string render(std::string_view outputter, const wire::value& raw_data, const options& opt) {
@@ -575,6 +579,10 @@ std::string render(std::string_view outputter, const wire::value& raw_data, cons
   if (outputter == "raw") return py_str(data);
   if (outputter == "newline_values_only") return render_newline_values_only(data, opt);
   if (outputter == "quiet") return {};
+  if (outputter == "highstate") {
+    if (auto hs = render_highstate(data, opt)) return *hs;
+    return render_nested(data, opt);  // try_printout's fallback
+  }
   if (outputter == "no_return") {
     std::string out;
     no_return_display(data, 0, out, opt);

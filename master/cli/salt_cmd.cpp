@@ -4,10 +4,14 @@
 // "Minion did not return. [No response]..." via the no_return outputter, any non-zero
 // retcode -> "ERROR: Minions returned with non-zero exit code" and exit 1, no match ->
 // "No minions matched the target. ..." + "ERROR: No return received" and exit 2.
+// The outputter is the return's "out" (state.* -> highstate) unless --out names another;
+// highstate reads state_output/state_verbose/... from the master config, overridden by
+// --state-output/--state-verbose/--output-diff (docs/operations.md "Highstate output").
 // The messages are master/ipc_protocol.hpp's; the main (salt.cpp) only calls salt_main.
 // Batch mode (-b, --batch-safe-limit) runs in master/cli/batch.cpp (run_batch).
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "master/cli/args.hpp"
@@ -31,6 +35,42 @@ std::string no_response_text(const std::string& jid) {
          "command:\n\nsalt-run jobs.lookup_jid " + jid;
 }
 
+// highstate: Salt's state_* options from the master config, overridden by --state-output,
+// --state-verbose and --output-diff as Salt's MergeConfigMixIn does; `color` in the config
+// as get_printout reads it (kept unless --force-color / --no-color).
+void apply_state_options(output::options& o, const value& raw, const output_flags& of,
+                         const std::optional<std::string>& state_output, const std::optional<std::string>& state_verbose,
+                         bool output_diff, const value& arg) {
+  auto truthy = [](const value& v) {
+    if (v.is_boolean()) return v.get<bool>();
+    if (v.is_number()) return v.get<double>() != 0;
+    if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+    if (v.is_array() || v.is_object()) return !v.empty();
+    return false;
+  };
+  auto flag = [&](const char* key, bool& dst) {
+    if (raw.contains(key) && !raw[key].is_null()) dst = truthy(raw[key]);
+  };
+  if (raw.contains("state_output") && raw["state_output"].is_string()) o.state_output = raw["state_output"].get<std::string>();
+  flag("state_verbose", o.state_verbose);
+  flag("state_output_diff", o.state_output_diff);
+  flag("state_output_profile", o.state_output_profile);
+  flag("state_output_pct", o.state_output_pct);
+  flag("state_tabular", o.state_tabular);
+  flag("state_compress_ids", o.state_compress_ids);
+  if (raw.contains("state_output_exclude")) o.state_output_exclude = raw["state_output_exclude"];
+  if (raw.contains("state_output_terse")) o.state_output_terse = raw["state_output_terse"];
+  if (raw.contains("color") && raw["color"].is_boolean() && !of.force_color && !of.no_color)
+    o.color = raw["color"].get<bool>();
+  if (state_output) o.state_output = *state_output;
+  if (state_verbose) {
+    // process_state_verbose: "True"/"true" and "False"/"false" become bools, other text stays (truthy).
+    o.state_verbose = !(*state_verbose == "False" || *state_verbose == "false" || state_verbose->empty());
+  }
+  if (output_diff) o.state_output_diff = true;
+  o.cli_arg = arg;
+}
+
 }  // namespace
 
 int salt_main(int argc, char** argv, cli_env& env) {
@@ -49,7 +89,9 @@ int salt_main(int argc, char** argv, cli_env& env) {
        preview = false, hard_crash = false, make_token = false, args_stdin = false;
   std::string batch, batch_wait, batch_safe_limit, batch_safe_size = "8", returner, return_config, return_kwargs,
       metadata, args_separator = ",", no_parse, delimiter = ":", module_executors, executor_opts, saltfile, eauth,
-      username, password, state_output, state_verbose;
+      username, password;
+  std::optional<std::string> state_output, state_verbose;
+  bool output_diff = false;
   int subset = 0;
   bool t_pcre = false, t_list = false, t_grain = false, t_grain_pcre = false, t_nodegroup = false, t_range = false,
        t_compound = false, t_pillar = false, t_pillar_pcre = false, t_ipcidr = false, t_hosts = false;
@@ -105,8 +147,9 @@ int salt_main(int argc, char** argv, cli_env& env) {
   ea->add_option("--password", password, "Password for external authentication.");
   add_output_flags(app, of, "salt");
   auto* og = app.get_option_group("Output Options");
-  og->add_option("--state-output,--state_output", state_output, "Override the configured state_output value (no effect: sylvite has no highstate outputter).");
-  og->add_option("--state-verbose,--state_verbose", state_verbose, "Override the configured state_verbose value (no effect: sylvite has no highstate outputter).");
+  og->add_option("--state-output,--state_output", state_output, "Override the configured state_output value for minion output. One of 'full', 'terse', 'mixed', 'changes' or 'filter'. Default: 'None'.");
+  og->add_option("--state-verbose,--state_verbose", state_verbose, "Override the configured state_verbose value for minion output. Set to True or False. Default: None.");
+  app.add_flag("--output-diff", output_diff, "Report only those states that have changed.");
   add_log_flags(app, logf);
   app.add_option("target_function_args", positional, "'<target>' <function> [arguments]");
 
@@ -220,7 +263,8 @@ int salt_main(int argc, char** argv, cli_env& env) {
   pub.start_event = start_event;
   const value body = ipc::encode(pub);
 
-  const output::options base_opt = make_output_options(of);
+  output::options base_opt = make_output_options(of);
+  apply_state_options(base_opt, cfg->raw, of, state_output, state_verbose, output_diff, job.arg);
   auto down = [&](const master_reply& r) {
     (*env.out) << r.error << "\n";
     return ex_client_error;
@@ -267,7 +311,11 @@ int salt_main(int argc, char** argv, cli_env& env) {
   std::set<std::string> returned_ids;
   bool any_output = false;
 
-  auto out_for = [&](const std::string& fallback) { return of.out.empty() ? fallback : of.out; };
+  // Salt's get_printout: --out wins, except --out=highstate, which leaves the choice to the
+  // return's "out" (the minion sets it: highstate for state.*, nested when absent).
+  auto out_for = [&](const std::string& fallback) {
+    return of.out.empty() || of.out == "highstate" ? fallback : of.out;
+  };
   auto on_item = [&](const value& body) {
     auto d = ipc::decode_publish_push(body);
     if (!d) return;  // not a message of this protocol: skipped
@@ -335,7 +383,9 @@ int salt_main(int argc, char** argv, cli_env& env) {
   if (is_static) {
     // Salt's --static runs through the batch code and prints once; it does not turn
     // minion retcodes into the exit code.
-    emit(of, output::display(out_for("nested"), all, base_opt), *env.out);
+    // get_printout with --static: state.* functions print through highstate.
+    const bool state_fun = job.fun.is_string() && job.fun.get<std::string>().rfind("state.", 0) == 0;
+    emit(of, output::display(of.out.empty() ? (state_fun ? "highstate" : "nested") : of.out, all, base_opt), *env.out);
     if (all.empty()) {
       (*env.err) << "ERROR: No return received\n";
       return ex_client_error;

@@ -118,6 +118,45 @@ TEST(SaltTool, WaitPrintsReturnsAndNoReturn) {
   EXPECT_EQ(r.rc, 1);
 }
 
+// A state run: the return's out (highstate) picks the outputter, the master's state_*
+// options apply, --state-verbose overrides; a failed state (retcode 2) makes salt exit 1.
+TEST(SaltTool, StateReturnPrintsHighstate) {
+  temp_conf c("state_output: terse\nstate_output_profile: False\n");
+  const value states = value::parse(R"({
+    "test_|-ok_|-ok_|-succeed_without_changes": {"result": true, "changes": {}, "comment": "Success!",
+                                                 "__run_num__": 0, "name": "ok"},
+    "test_|-bad_|-bad_|-fail_without_changes": {"result": false, "changes": {}, "comment": "Failure!",
+                                                "__run_num__": 1, "name": "bad"}})");
+  auto push = [&] {
+    fake_master m;
+    m.pushes = {ipc::encode(ipc::publish_head{J, {"a"}, {}}),
+                ipc::encode(ipc::return_item_of("a", J, value{{"return", states}, {"retcode", 2}, {"out", "highstate"}}))};
+    m.final_reply = ipc::encode(ipc::publish_done{J, {}});
+    return m;
+  };
+  const std::string summary =
+      "\nSummary for a\n------------\nSucceeded: 1\nFailed:    1\n------------\nTotal states run:     2\n";
+  {
+    auto m = push();
+    auto r = run(cli::salt_main, {"salt", "-c", c.root.string(), "--state-verbose", "False", "a", "state.apply"}, m);
+    EXPECT_EQ(r.out, "a:\n  Name: bad - Function: test.fail_without_changes - Result: Failed\n" + summary);
+    EXPECT_EQ(r.err, "ERROR: Minions returned with non-zero exit code\n");
+    EXPECT_EQ(r.rc, 1);
+  }
+  {
+    auto m = push();
+    auto r = run(cli::salt_main, {"salt", "-c", c.root.string(), "--out", "highstate", "a", "state.apply"}, m);
+    EXPECT_EQ(r.out,
+              "a:\n  Name: ok - Function: test.succeed_without_changes - Result: Clean\n"
+              "  Name: bad - Function: test.fail_without_changes - Result: Failed\n" + summary);
+  }
+  {
+    auto m = push();
+    auto r = run(cli::salt_main, {"salt", "-c", c.root.string(), "--out", "json", "a", "state.apply"}, m);
+    EXPECT_EQ(r.out.substr(0, 7), "{\n    \"");
+  }
+}
+
 TEST(SaltTool, AllReturnedExitZero) {
   temp_conf c;
   fake_master m;
