@@ -163,6 +163,5 @@ void register_pillar_module(module_registry& r);
 void register_cp_module(module_registry& r);
 void register_saltutil_module(module_registry& r);
 void register_sys_module(module_registry& r);
-void register_mine_module(module_registry& r);  // minion/mod_mine.cpp
 
 }  // namespace sylvite::minion

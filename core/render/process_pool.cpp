@@ -2,9 +2,10 @@
 // lazily (fork + exec), each talking over one AF_UNIX socketpair as its stdin/stdout
 // (send with MSG_NOSIGNAL: a dead worker never raises SIGPIPE in the master). Frames are
 // a 4-byte big-endian length + JSON; while a file renders the worker may send calls
-// (render.hpp call_handler) that are answered on the same socket. A render holds one worker for its whole duration; a
-// worker that times out, dies or answers garbage is SIGKILLed (its process group: cmd.run
-// children too), reaped and replaced by the next render.
+// (render.hpp call_handler) that are answered on the same socket. A render holds one
+// worker for its whole duration; a worker that times out, dies, answers garbage or makes
+// a call that is not allowed is SIGKILLed (its process group: cmd.run children too),
+// reaped and replaced by the next render.
 // Thread-safety: render() may be called from any thread; the pool's state is under mu_.
 #include <fcntl.h>
 #include <poll.h>

@@ -169,6 +169,9 @@ bool decode_reply(const std::string& body, outcome& out, std::string& err) {
 
 bool decode_call(const std::string& body, worker_call& out, std::string& err) {
   err.clear();
+  // The worker writes {"call": ...} with "call" first (json.dumps keeps the order); a reply
+  // starts with "status": no second parse of a (large) reply.
+  if (body.rfind("{\"call\"", 0) != 0) return false;
   wire::value j = wire::value::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("call")) return false;
   if (!j["call"].is_string()) {
