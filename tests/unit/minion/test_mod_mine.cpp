@@ -81,9 +81,9 @@ TEST(ModMine, UpdateRunsEveryForm) {
   EXPECT_EQ(load["data"], (wire::value{{"test.ping", true},
                                        {"echo_alias", "hello"},
                                        {"kw_alias", "kw"},
-                                       {"secret",
-                                        {{"__saltmine_acl__", 1},
-                                         {"__data__", "s"},
+                                       {"secret",  // Salt's key order (wrap_acl_structure)
+                                        {{"__data__", "s"},
+                                         {"__saltmine_acl__", 1},
                                          {"allow_tgt", "web*"},
                                          {"allow_tgt_type", "glob"}}}}));
   // clear=True and explicit functions (a list)
@@ -125,7 +125,7 @@ TEST(ModMine, SendGetDeleteFlushLoads) {
   EXPECT_EQ(f.call("mine.send", {"alias", kw({{"mine_function", "test.echo"}, {"text", "t"}, {"allow_tgt", "m*"}})}).ret,
             true);
   EXPECT_EQ(f.master.sent.back()["data"]["alias"],
-            (wire::value{{"__saltmine_acl__", 1}, {"__data__", "t"}, {"allow_tgt", "m*"}}));
+            (wire::value{{"__data__", "t"}, {"__saltmine_acl__", 1}, {"allow_tgt", "m*"}}));
   EXPECT_EQ(f.call("mine.send", {"no.such"}).ret, false);
 
   f.master.answer = wire::value{{"m1", 1}, {"m2", 2}};
@@ -152,7 +152,7 @@ TEST(ModMine, LocalModeUsesTheDatastore) {
   EXPECT_EQ(f.call("mine.send", {"test.echo", "x"}).ret, true);
   EXPECT_EQ(f.call("mine.get", {"*", "test.ping"}).ret, (wire::value{{"m1", true}}));
   EXPECT_EQ(f.call("mine.get", {"*", "test.ping,test.echo"}).ret,
-            (wire::value{{"test.ping", {{"m1", true}}}, {"test.echo", {{"m1", "x"}}}}));
+            (wire::value{{"test.echo", {{"m1", "x"}}}, {"test.ping", {{"m1", true}}}}));
   EXPECT_EQ(f.call("mine.get", {"other", "test.ping"}).ret, wire::value::object());
   EXPECT_EQ(f.call("mine.get", {"os:Debian", "test.ping", kw({{"tgt_type", "grain"}})}).ret,
             (wire::value{{"m1", true}}));
