@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/match/match.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
 #include "cluster/cluster_pki.hpp"
@@ -205,8 +206,51 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     m->renderer_ = std::make_unique<forwarding_renderer>(render::make_process_pool(popt));
   }
   m->pillar_ = std::make_unique<pillar_compiler>(m->cfg_, *m->renderer_);
+  {
+    // The mine (master/mine.hpp): Salt stores it when minion_data_cache or
+    // enforce_mine_cache is on; mine_get is the master-side ACL option.
+    mine_store::options mo;
+    mo.cachedir = m->cfg_.cachedir;
+    mo.enabled = m->cfg_.minion_data_cache || wire::get_bool(m->cfg_.raw, "enforce_mine_cache").value_or(false);
+    if (const value* acl = wire::find(m->cfg_.raw, "mine_get")) mo.mine_get_acl = *acl;
+    auto* core = m.get();
+    m->mine_ = std::make_unique<mine_store>(std::move(mo), [core](const value& tgt, const std::string& tgt_type,
+                                                                   bool greedy) {
+      const auto accepted = core->keys_->store().list(pki::key_state::accepted);
+      std::vector<std::shared_ptr<const minion_data_cache::entry>> keep;  // facts point into these
+      auto facts_of = [&](const std::string& id) {
+        match::minion_facts f;
+        f.id = id;
+        if (auto d = core->mdata_->get(id)) {
+          keep.push_back(d);
+          f.grains = &d->grains;
+          f.pillar = &d->pillar;
+        }
+        return f;
+      };
+      return match::check_minions(tgt, tgt_type, accepted, facts_of, greedy, ':', &core->cfg_.nodegroups).minions;
+    });
+    // Pillar Jinja's salt['mine.get'] (and saltutil.runner('mine.get')): a render worker's
+    // call back to the master, answered from the mine for the minion the pillar is for.
+    m->pillar_->set_render_call([core](const std::string& minion_id, std::string_view fun,
+                                       const value& args) -> render::call_result {
+      if (fun != "mine.get" || !args.is_object()) return {false, {}, std::string(fun) + " is not available here"};
+      const value* tgt = wire::find(args, "tgt");
+      const value* f = wire::find(args, "fun");
+      if (!tgt || !f) return {false, {}, "mine.get() missing required arguments 'tgt' and 'fun'"};
+      std::string tgt_type = "glob";
+      if (const value* tt = wire::find(args, "tgt_type"); tt && !tt->is_null()) {
+        auto t = wire::as_text(*tt);
+        if (!t) return {false, {}, "mine.get: tgt_type must be a string"};
+        tgt_type = std::string(*t);
+      }
+      // saltutil.runner('mine.get', ...) asks as the master (salt/runners/mine.py).
+      const bool runner = wire::get_bool(args, "runner").value_or(false);
+      return {true, core->mine_->get(runner ? core->cfg_.id : minion_id, *tgt, *f, tgt_type), {}};
+    });
+  }
   m->router_ = std::make_unique<request_router>(m->cfg_, m->links_, m->counters_, m->hub_, *m->keys_, *m->jobs_,
-                                                *m->mdata_, *m->files_, *m->pillar_);
+                                                *m->mdata_, *m->files_, *m->pillar_, *m->mine_);
   m->cluster_ = std::make_unique<cluster_node>(m->cfg_, m->links_, *m->keys_, *m->jobs_);
   if (m->cfg_.ping_on_rotate) {
     m->keys_->on_rotated([core = m.get()] {

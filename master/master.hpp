@@ -39,6 +39,7 @@
 #include "master/job_cache.hpp"
 #include "master/keys.hpp"
 #include "master/minion_data.hpp"
+#include "master/mine.hpp"
 #include "master/pillar.hpp"
 #include "master/reactor.hpp"
 #include "master/cli_service.hpp"
@@ -141,6 +142,7 @@ class master_core {
   std::shared_ptr<const master_keys> mkeys() const { return keys_->mkeys(); }
   accepted_keys& accepted() noexcept { return keys_->accepted(); }
   minion_data_cache& minion_data() noexcept { return *mdata_; }
+  mine_store& mine() noexcept { return *mine_; }
   master_counters& counters() noexcept { return counters_; }
   std::vector<std::string> connected_ids() const;
 
@@ -163,6 +165,7 @@ class master_core {
   std::unique_ptr<fileserver> files_;
   std::unique_ptr<render::renderer> renderer_;  // a forwarder to the current renderer
   std::unique_ptr<pillar_compiler> pillar_;
+  std::unique_ptr<mine_store> mine_;
   std::unique_ptr<request_router> router_;
   std::unique_ptr<cluster_node> cluster_;
   std::unique_ptr<cli_service> cli_;

@@ -6,6 +6,7 @@ sylvite_library(sylvite_master
     ${CMAKE_CURRENT_LIST_DIR}/auth.cpp
     ${CMAKE_CURRENT_LIST_DIR}/master_sign.cpp
     ${CMAKE_CURRENT_LIST_DIR}/minion_data.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/mine.cpp
     ${CMAKE_CURRENT_LIST_DIR}/worker_pool.cpp
     ${CMAKE_CURRENT_LIST_DIR}/event_hub.cpp
     ${CMAKE_CURRENT_LIST_DIR}/key_service.cpp

@@ -237,6 +237,7 @@ class compiler {
   std::vector<std::string> env_order;
   clock::time_point deadline = clock::time_point::max();
   bool timed_out = false;
+  render::call_handler call;  // the templates' calls back to the master
 
   std::map<std::string, std::vector<std::string>> ignored;  // env -> sls (ignore_missing)
 
@@ -348,6 +349,7 @@ class compiler {
     rq.default_pipe = cfg_.renderer;
     rq.blacklist = cfg_.renderer_blacklist;
     rq.whitelist = cfg_.renderer_whitelist;
+    rq.call = call;
     // salt.template.compile_template(..., saltenv, sls, **defaults) -> the jinja
     // renderer's JINJA(salt=, grains=, opts=, pillar=, saltenv=, sls=, ..., **kws).
     wire::value ctx = wire::value::object();
@@ -893,6 +895,10 @@ wire::value pillar_compiler::compile(const pillar_request& req) const {
     const auto started = clock::now();
     compiler c(cfg_, renderer_, [this](const std::string& k) { return shared_->first_time(k); });
     c.minion_id = req.minion_id;
+    if (render_call_)
+      c.call = [f = &render_call_, id = req.minion_id](std::string_view fun, const wire::value& args) {
+        return (*f)(id, fun, args);
+      };
     c.state_top = state_top_;
     c.env_order = env_order_;
     c.deadline = started + std::chrono::seconds(cfg_.pillar_compile_timeout);

@@ -66,6 +66,12 @@ class pillar_compiler {
   wire::value compile(const std::string& minion_id, const wire::value& grains,
                       const wire::value& pillarenv = nullptr) const;
 
+  // Calls from the templates back to the master (render::call_handler), with the id of the
+  // minion the pillar is for (salt['mine.get'] answered by master/mine). Set before serving.
+  using render_call = std::function<render::call_result(const std::string& minion_id, std::string_view fun,
+                                                        const wire::value& args)>;
+  void set_render_call(render_call f) { render_call_ = std::move(f); }
+
  private:
   struct shared;  // pillar cache + log-once set (mutex inside)
   const config::master_config& cfg_;
@@ -73,6 +79,7 @@ class pillar_compiler {
   std::string state_top_ = "top.sls";
   std::vector<std::string> env_order_;
   std::unique_ptr<shared> shared_;
+  render_call render_call_;
 };
 
 // Salt's salt.utils.dictupdate.merge(a, b, strategy, renderer, merge_lists): smart

@@ -369,7 +369,7 @@ bool valid_minion_tag(std::string_view tag) {
 
 request_router::request_router(const config::master_config& cfg, master_links& links, master_counters& counters,
                                event_hub& events, key_service& keys, job_service& jobs, minion_data_cache& mdata,
-                               fileserver& files, pillar_compiler& pillar)
+                               fileserver& files, pillar_compiler& pillar, mine_store& mine)
     : cfg_(cfg),
       links_(links),
       counters_(counters),
@@ -378,8 +378,8 @@ request_router::request_router(const config::master_config& cfg, master_links& l
       jobs_(jobs),
       mdata_(mdata),
       files_(files),
-      pillar_(pillar) {
-  auto has_id = [](const value& load) { return wire::find(load, "id") != nullptr; };
+      pillar_(pillar),
+      mine_(mine) {
   commands_ = {
       {"_return", [this](value& load, const std::string&) -> value {
          jobs_.record_return(load);
@@ -387,18 +387,11 @@ request_router::request_router(const config::master_config& cfg, master_links& l
        }},
       {"_pillar", [this](value& load, const std::string&) { return handle_pillar(load); }},
       {"_minion_event", [this](value& load, const std::string&) { return handle_minion_event(load); }},
-      // Mine: not kept yet (accepted and answered as Salt does).
-      {"_mine", [](value& load, const std::string&) -> value {
-         if (!wire::find(load, "id") || !wire::find(load, "data")) return value::object();
-         return true;
-       }},
-      {"_mine_get", [](value&, const std::string&) -> value { return value::object(); }},
-      {"_mine_delete", [has_id](value& load, const std::string&) -> value {
-         return has_id(load) ? value(true) : value::object();
-       }},
-      {"_mine_flush", [has_id](value& load, const std::string&) -> value {
-         return has_id(load) ? value(true) : value::object();
-       }},
+      // Mine (master/mine.hpp): kept in cachedir/mine/<id>.p, shared by a cluster.
+      {"_mine", [this](value& load, const std::string&) { return mine_.handle_mine(load); }},
+      {"_mine_get", [this](value& load, const std::string&) { return mine_.handle_get(load); }},
+      {"_mine_delete", [this](value& load, const std::string&) { return mine_.handle_delete(load); }},
+      {"_mine_flush", [this](value& load, const std::string&) { return mine_.handle_flush(load); }},
       // 3008.5 minions register their "resources" at start; we keep no resource index.
       {"_register_resources", [](value& load, const std::string&) -> value {
          return wire::find(load, "id") && wire::find(load, "resources") ? value(true) : value::object();

@@ -7,7 +7,8 @@
 //   aes _pillar          -> pillar compiler (reply encrypted to the minion's key)
 //   aes _minion_event    -> event bus (Salt's tag blacklist applied)
 //   aes _file_*, _serve_file, ... -> file server
-//   aes _mine*, _master_opts, _master_tops, _ext_nodes, _register_resources
+//   aes _mine*           -> the mine (master/mine.hpp)
+//   aes _master_opts, _master_tops, _ext_nodes, _register_resources
 // Salt references: salt/channel/server.py ReqServerChannel.handle_message and
 // salt/master.py AESFuncs/ClearFuncs (3008.5); the order of checks is in
 // request_router.cpp.
@@ -28,6 +29,7 @@
 #include "master/job_service.hpp"
 #include "master/key_service.hpp"
 #include "master/minion_data.hpp"
+#include "master/mine.hpp"
 #include "master/pillar.hpp"
 #include "master/services.hpp"
 
@@ -40,7 +42,7 @@ class request_router {
  public:
   request_router(const config::master_config& cfg, master_links& links, master_counters& counters, event_hub& events,
                  key_service& keys, job_service& jobs, minion_data_cache& mdata, fileserver& files,
-                 pillar_compiler& pillar);
+                 pillar_compiler& pillar, mine_store& mine);
 
   // Frame body in, reply body out. Never throws. *authenticated (if given) is set when
   // the request proved an accepted minion: an AES request that decrypted (v3: and its
@@ -73,6 +75,7 @@ class request_router {
   minion_data_cache& mdata_;
   fileserver& files_;
   pillar_compiler& pillar_;
+  mine_store& mine_;
   std::map<std::string, aes_handler, std::less<>> commands_;
   // Sign-in limits (made on first use): unaccepted_auth_rate per source and
   // max_pending_keys.

@@ -137,6 +137,7 @@ class daemon : public std::enable_shared_from_this<daemon> {
     for (std::size_t i = 0; i < conns_.size(); ++i) feed_session(i, session_event::make(session_event::kind::stop, mm_now()));
     for (auto& [id, t] : timers_) t->cancel();
     if (hb_timer_) hb_timer_->cancel();
+    if (mine_timer_) mine_timer_->cancel();
   }
 
   awaitable<int> main_loop() {
@@ -393,7 +394,10 @@ class daemon : public std::enable_shared_from_this<daemon> {
         }
         break;
       case K::report:
-        if (a.event.type == mm_event::kind::connected) ever_served_ = true;
+        if (a.event.type == mm_event::kind::connected) {
+          ever_served_ = true;
+          start_mine();  // Salt's __mine_interval schedule (run_on_start)
+        }
         feed(a.event);
         if (a.follow_up) feed_session(i, session_event::make(session_event::kind::rotation_reported, mm_now(), gen));
         break;
@@ -715,6 +719,62 @@ class daemon : public std::enable_shared_from_this<daemon> {
     });
   }
 
+  // ---- mine: Salt's __mine_interval schedule job -------------------------------------------------
+  // mine.update every mine_interval minutes (default 60), the first run once a master is
+  // connected (run_on_start); mine_enabled: False turns it off. Each run goes to every
+  // connected master (as each of Salt's per-master Minion objects runs its own schedule);
+  // a run still going when the next is due is not doubled.
+  void start_mine() {
+    if (mine_started_ || stopping_) return;
+    mine_started_ = true;
+    if (!wire::get_bool(cfg_.raw, "mine_enabled").value_or(true)) return;
+    double minutes = 60;
+    if (const wire::value* v = wire::find(cfg_.raw, "mine_interval"); v && v->is_number()) minutes = v->get<double>();
+    if (minutes <= 0) {
+      spdlog::info("mine_interval is {}: mine.update is not scheduled", minutes);
+      return;
+    }
+    spdlog::info("Added mine.update to scheduler");
+    const auto interval = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double, std::ratio<60>>(minutes));
+    asio::co_spawn(io_, mine_loop(shared_from_this(), std::max(interval, milliseconds(1000))), asio::detached);
+  }
+
+  static awaitable<void> mine_loop(std::shared_ptr<daemon> self, milliseconds interval) {
+    self->mine_timer_ = std::make_shared<asio::steady_timer>(self->io_.get_executor());
+    while (!self->stopping_) {
+      for (std::size_t i = 0; i < self->conns_.size(); ++i) {
+        auto c = self->conns_[i];
+        if (!c->chan || self->mine_running_.load() >= static_cast<int>(self->conns_.size())) continue;
+        auto pillar = c->chan->pillar();
+        self->mine_running_++;
+        if (!self->pool_.submit([self, i, pillar] {
+              self->run_mine_update(i, pillar);
+              self->mine_running_--;
+            })) {
+          self->mine_running_--;
+          spdlog::warn("Job queue full: mine.update skipped");
+        }
+      }
+      self->mine_timer_->expires_after(interval);
+      auto t = self->mine_timer_;
+      co_await t->async_wait(asio::as_tuple(use_awaitable));
+    }
+  }
+
+  // Job thread.
+  void run_mine_update(std::size_t i, std::shared_ptr<const wire::value> pillar) {
+    routed_link link(shared_from_this(), i);
+    call_context ctx;
+    ctx.cfg = &cfg_;
+    ctx.grains = grains_;
+    ctx.pillar = pillar ? pillar : std::make_shared<const wire::value>(wire::value::object());
+    ctx.master = &link;
+    ctx.running = &running_;
+    ctx.local = cfg_.file_client == "local";
+    exec_outcome o = module_registry::builtin().call("mine.update", wire::value::array(), ctx);
+    if (!o.success) spdlog::warn("mine.update failed: {}", o.ret.dump());
+  }
+
   // A return that could not be delivered now (job thread): queue it, then flush to a
   // master that is up.
   void queue_return(std::size_t index, const wire::value& ret) {
@@ -753,6 +813,9 @@ class daemon : public std::enable_shared_from_this<daemon> {
   io_event stop_ev_;
   std::map<timer_id, std::shared_ptr<asio::steady_timer>> timers_;
   std::shared_ptr<asio::steady_timer> hb_timer_;
+  std::shared_ptr<asio::steady_timer> mine_timer_;
+  bool mine_started_ = false;        // io thread
+  std::atomic<int> mine_running_{0};
   std::atomic<bool> stopping_{false};
   int exit_code_ = 0;
 };

@@ -336,6 +336,8 @@ std::vector<std::string> module_registry::names() const {
   return out;
 }
 
+void register_mine_module(module_registry& r);  // minion/mod_mine.cpp
+
 const module_registry& module_registry::builtin() {
   static const module_registry reg = [] {
     module_registry r;
@@ -346,6 +348,7 @@ const module_registry& module_registry::builtin() {
     register_cp_module(r);
     register_saltutil_module(r);
     register_sys_module(r);
+    register_mine_module(r);
     return r;
   }();
   return reg;

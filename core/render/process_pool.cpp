@@ -1,9 +1,11 @@
 // sylvite::render process pool (render.hpp): N `sylvite-render` worker processes, started
 // lazily (fork + exec), each talking over one AF_UNIX socketpair as its stdin/stdout
 // (send with MSG_NOSIGNAL: a dead worker never raises SIGPIPE in the master). Frames are
-// a 4-byte big-endian length + JSON. A render holds one worker for its whole duration; a
-// worker that times out, dies or answers garbage is SIGKILLed (its process group: cmd.run
-// children too), reaped and replaced by the next render.
+// a 4-byte big-endian length + JSON; while a file renders the worker may send calls
+// (render.hpp call_handler) that are answered on the same socket. A render holds one
+// worker for its whole duration; a worker that times out, dies, answers garbage or makes
+// a call that is not allowed is SIGKILLed (its process group: cmd.run children too),
+// reaped and replaced by the next render.
 // Thread-safety: render() may be called from any thread; the pool's state is under mu_.
 #include <fcntl.h>
 #include <poll.h>
@@ -14,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -306,26 +309,67 @@ class process_pool final : public renderer {
       case io_result::timeout: return timed_out();
       default: return died("cannot send the request");
     }
-    char hdr[4];
-    switch (recv_exact(w.fd, hdr, 4, deadline)) {
-      case io_result::ok: break;
-      case io_result::timeout: return timed_out();
-      default: return died("no reply");
-    }
-    std::uint32_t len = (std::uint32_t(std::uint8_t(hdr[0])) << 24) | (std::uint32_t(std::uint8_t(hdr[1])) << 16) |
-                        (std::uint32_t(std::uint8_t(hdr[2])) << 8) | std::uint32_t(std::uint8_t(hdr[3]));
-    // The worker refuses oversized data itself; this bound only guards against garbage.
-    const std::uint64_t limit = std::uint64_t(opt_.max_output_bytes) + 4096;
-    if (len > limit) {
-      return fail(outcome::status::render_error, "oversized",
-                  "rendering " + file + " produced " + std::to_string(len) +
-                      " bytes, more than the limit of " + std::to_string(opt_.max_output_bytes) + " bytes");
-    }
-    std::string reply(len, '\0');
-    switch (recv_exact(w.fd, reply.data(), len, deadline)) {
-      case io_result::ok: break;
-      case io_result::timeout: return timed_out();
-      default: return died("truncated reply");
+    unsigned calls = 0;
+    std::string reply;
+    for (;;) {
+      char hdr[4];
+      switch (recv_exact(w.fd, hdr, 4, deadline)) {
+        case io_result::ok: break;
+        case io_result::timeout: return timed_out();
+        default: return died("no reply");
+      }
+      std::uint32_t len = (std::uint32_t(std::uint8_t(hdr[0])) << 24) | (std::uint32_t(std::uint8_t(hdr[1])) << 16) |
+                          (std::uint32_t(std::uint8_t(hdr[2])) << 8) | std::uint32_t(std::uint8_t(hdr[3]));
+      // The worker refuses oversized data itself; this bound only guards against garbage.
+      const std::uint64_t limit = std::max<std::uint64_t>(std::uint64_t(opt_.max_output_bytes) + 4096,
+                                                          opt_.max_call_bytes);
+      if (len > limit) {
+        return fail(outcome::status::render_error, "oversized",
+                    "rendering " + file + " produced " + std::to_string(len) +
+                        " bytes, more than the limit of " + std::to_string(opt_.max_output_bytes) + " bytes");
+      }
+      reply.assign(len, '\0');
+      switch (recv_exact(w.fd, reply.data(), len, deadline)) {
+        case io_result::ok: break;
+        case io_result::timeout: return timed_out();
+        default: return died("truncated reply");
+      }
+      worker_call call;
+      std::string cerr;
+      if (!decode_call(reply, call, cerr)) {
+        if (!cerr.empty())
+          return fail(outcome::status::unavailable, "garbage",
+                      "render worker sent an invalid call while rendering " + file + ": " + cerr);
+        break;  // the reply
+      }
+      // A call back from the template: only the known names, bounded in size and number.
+      bool known = false;
+      for (auto f : callable_functions) known = known || f == call.fun;
+      if (!known || len > opt_.max_call_bytes)
+        return fail(outcome::status::unavailable, "garbage",
+                    "render worker sent a call that is not allowed while rendering " + file + ": '" +
+                        call.fun.substr(0, 64) + "' (" + std::to_string(len) + " bytes)");
+      call_result res;
+      if (++calls > opt_.max_calls) {
+        res = {false, {}, call.fun + ": more than " + std::to_string(opt_.max_calls) + " calls in one file"};
+      } else if (!r.call) {
+        res = {false, {}, call.fun + " is not available here"};
+      } else {
+        try {
+          res = r.call(call.fun, call.args);
+        } catch (const std::exception& e) {
+          res = {false, {}, call.fun + " failed: " + e.what()};
+        }
+      }
+      std::string out = encode_call_result(res);
+      if (out.size() > opt_.max_output_bytes)
+        out = encode_call_result({false, {}, call.fun + ": the result is larger than " +
+                                                 std::to_string(opt_.max_output_bytes) + " bytes"});
+      switch (send_all(w.fd, frame_header(out.size()) + out, deadline)) {
+        case io_result::ok: break;
+        case io_result::timeout: return timed_out();
+        default: return died("cannot send a call result");
+      }
     }
     outcome o;
     std::string perr;

@@ -24,13 +24,32 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/wire/value.hpp"
 
 namespace sylvite::render {
+
+// A call from a template back to the caller while the file renders (pillar Jinja's
+// salt['mine.get']): the worker sends {"call": fun, "args": {...}} on its socketpair and
+// waits; the pool answers with the handler's result. Only the names in callable_functions
+// reach a handler (anything else ends the render as a protocol error: the worker is
+// killed); at most pool_options::max_calls calls per file, each request at most
+// max_call_bytes; the time counts against request::timeout. Without a handler the
+// template gets an error ("... is not available here").
+struct call_result {
+  bool ok = true;
+  wire::value value;  // ok: what the template gets
+  std::string error;  // !ok: raised in the template
+};
+// fun: one of callable_functions; args: its keyword arguments (a map). Called on the
+// rendering thread; may block (disk), never long.
+using call_handler = std::function<call_result(std::string_view fun, const wire::value& args)>;
+inline constexpr std::string_view callable_functions[] = {"mine.get"};
 
 struct request {
   std::filesystem::path path;       // the file to render (absolute)
@@ -51,6 +70,7 @@ struct request {
   // The `salt` functions read grains/pillar/opts from here (pillar.get reads `pillar`).
   wire::value context = wire::value::object();
   std::chrono::milliseconds timeout{30000};  // this file, worker time included
+  call_handler call;                          // calls back from the template (may be empty)
 };
 
 struct outcome {
@@ -81,6 +101,8 @@ struct pool_options {
   unsigned workers = 2;                      // processes, started lazily, restarted on death
   std::uint64_t worker_memory_mb = 1024;     // RLIMIT_AS of each worker
   std::size_t max_output_bytes = 64u << 20;  // a larger result is refused
+  unsigned max_calls = 1000;                 // call_handler calls per file (more: render error)
+  std::size_t max_call_bytes = 1u << 20;     // one call request from a worker
 };
 
 // The production renderer: a pool of sylvite-render worker processes.

@@ -167,4 +167,36 @@ bool decode_reply(const std::string& body, outcome& out, std::string& err) {
   return true;
 }
 
+bool decode_call(const std::string& body, worker_call& out, std::string& err) {
+  err.clear();
+  // The worker writes {"call": ...} with "call" first (json.dumps keeps the order); a reply
+  // starts with "status": no second parse of a (large) reply.
+  if (body.rfind("{\"call\"", 0) != 0) return false;
+  wire::value j = wire::value::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("call")) return false;
+  if (!j["call"].is_string()) {
+    err = "call name is not a string";
+    return false;
+  }
+  out.fun = j["call"].get<std::string>();
+  auto it = j.find("args");
+  if (it == j.end() || !it->is_object()) {
+    err = "call '" + out.fun + "' without an args map";
+    return false;
+  }
+  out.args = std::move(*it);
+  from_json(out.args);
+  return true;
+}
+
+std::string encode_call_result(const call_result& r) {
+  wire::value j = wire::value::object();
+  j["ok"] = r.ok;
+  if (r.ok)
+    j["value"] = to_json(r.value);
+  else
+    j["error"] = r.error;
+  return j.dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace);
+}
+
 }  // namespace sylvite::render

@@ -4317,8 +4317,49 @@ def _cmd_run_stdout(cmd, **kwargs):
     return _cmd(cmd, **kwargs)
 
 
-def _mine_get(*args, **kwargs):
-    raise NotAvailable("mine is not available yet: mine.get cannot be called while sylvite renders pillar")
+def _call_master(fun, args):
+    """Ask the master (over this worker's socketpair) and wait for its answer: the only
+    calls it serves are render.hpp's callable_functions (mine.get)."""
+    body = json.dumps({"call": fun, "args": to_wire(args)}, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    _write_frame(body)
+    hdr = _read_exact(4)
+    if hdr is None:
+        raise CommandExecutionError(f"{fun}: the master closed the render channel")
+    (length,) = struct.unpack(">I", hdr)
+    reply = _read_exact(length)
+    if reply is None:
+        raise CommandExecutionError(f"{fun}: the master closed the render channel")
+    reply = json.loads(reply)
+    if not reply.get("ok"):
+        raise CommandExecutionError(reply.get("error") or f"{fun} failed")
+    return from_wire(reply.get("value"))
+
+
+def _mine_get(tgt, fun, tgt_type="glob", exclude_minion=False):
+    """salt/modules/mine.py get, answered by the master's mine for the minion whose pillar
+    this is (its mine_functions allow_tgt ACLs apply to that minion)."""
+    ret = _call_master("mine.get", {"tgt": tgt, "fun": fun, "tgt_type": tgt_type})
+    minion_id = STATE.opts.get("id") if STATE is not None else None
+    if exclude_minion and isinstance(ret, dict) and minion_id in ret:
+        del ret[minion_id]
+    return ret
+
+
+def _runner_mine_get(tgt, fun, tgt_type="glob"):
+    """salt/runners/mine.py get: asked with the master's own id (entries with allow_tgt are
+    hidden from it, as in Salt)."""
+    return _call_master("mine.get", {"tgt": tgt, "fun": fun, "tgt_type": tgt_type, "runner": True})
+
+
+def _saltutil_runner(name, arg=None, kwarg=None, full_return=False, saltenv="base", jid=None,
+                     asynchronous=False, **kwargs):
+    """saltutil.runner for the one runner a pillar may reach in sylvite: mine.get."""
+    if name != "mine.get":
+        raise NotAvailable(f"'saltutil.runner' in sylvite's master-side renderer runs only 'mine.get', not '{name}'")
+    args = list(arg) if isinstance(arg, (list, tuple)) else ([] if arg is None else [arg])
+    kw = dict(kwarg) if isinstance(kwarg, dict) else {}
+    kw.update({k: v for k, v in kwargs.items() if not k.startswith("__")})
+    return _runner_mine_get(*args, **kw)
 
 
 SALT_FUNCTIONS = {
@@ -4342,6 +4383,7 @@ SALT_FUNCTIONS = {
     "test.true": lambda *a, **k: True,
     "test.false": lambda *a, **k: False,
     "mine.get": _mine_get,
+    "saltutil.runner": _saltutil_runner,
 }
 
 

@@ -193,9 +193,79 @@ TEST_F(RenderPool, UnsupportedSaltFunctionAndMineAreClearErrors) {
   EXPECT_EQ(o.st, st::render_error);
   EXPECT_NE(o.error.find("'network.ip_addrs' is not available"), std::string::npos) << o.error;
   EXPECT_NE(o.error.find("grains.filter_by"), std::string::npos) << o.error;
+  // No call handler (a caller that serves no calls): mine.get is a clear error.
   outcome m = pool->render(req(write("mine.sls", "a: {{ salt.mine.get('*', 'x') }}\n")));
   EXPECT_EQ(m.st, st::render_error);
-  EXPECT_NE(m.error.find("mine is not available yet"), std::string::npos) << m.error;
+  EXPECT_NE(m.error.find("mine.get is not available here"), std::string::npos) << m.error;
+}
+
+// salt['mine.get'] and saltutil.runner('mine.get') call back to the caller over the
+// worker's socketpair; the worker stays usable afterwards.
+TEST_F(RenderPool, MineGetCallsBackToTheCaller) {
+  auto pool = make_process_pool(opts());
+  std::vector<sylvite::wire::value> seen;
+  request r = req(write("mine.sls",
+                        "a: {{ salt['mine.get']('web*', 'network.ip_addrs') | json }}\n"
+                        "b: {{ salt.mine.get('G@os:Debian', ['x', 'y'], tgt_type='compound') | json }}\n"
+                        "c: {{ salt['saltutil.runner']('mine.get', tgt='*', fun='x') | json }}\n"
+                        "d: {{ salt['mine.get']('*', 'x', exclude_minion=True) | json }}\n"));
+  r.call = [&](std::string_view fun, const sylvite::wire::value& args) -> sylvite::render::call_result {
+    seen.push_back(args);
+    EXPECT_EQ(fun, "mine.get");
+    sylvite::wire::value v = sylvite::wire::value::object();
+    v["m1"] = sylvite::wire::value::array({"10.0.0.1"});
+    v["m2"] = sylvite::wire::value::array({"10.0.0.2"});
+    return {true, v, {}};
+  };
+  r.context["opts"]["id"] = "m1";
+  outcome o = pool->render(r);
+  ASSERT_EQ(o.st, st::ok) << o.error;
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0]["tgt"], "web*");
+  EXPECT_EQ(seen[0]["fun"], "network.ip_addrs");
+  EXPECT_EQ(seen[0]["tgt_type"], "glob");
+  EXPECT_FALSE(seen[0].contains("runner"));
+  EXPECT_EQ(seen[1]["fun"], sylvite::wire::value::array({"x", "y"}));
+  EXPECT_EQ(seen[1]["tgt_type"], "compound");
+  EXPECT_EQ(seen[2]["runner"], true);
+  EXPECT_EQ(o.data["a"]["m2"][0], "10.0.0.2");
+  EXPECT_FALSE(o.data["d"].contains("m1"));  // exclude_minion drops the pillar's own minion
+  EXPECT_TRUE(o.data["d"].contains("m2"));
+
+  // An error from the caller is raised in the template.
+  request e = req(write("err.sls", "a: {{ salt['mine.get']('*', 'x') }}\n"));
+  e.call = [](std::string_view, const sylvite::wire::value&) -> sylvite::render::call_result {
+    return {false, {}, "no mine for you"};
+  };
+  outcome eo = pool->render(e);
+  EXPECT_EQ(eo.st, st::render_error);
+  EXPECT_NE(eo.error.find("no mine for you"), std::string::npos) << eo.error;
+
+  // saltutil.runner reaches only mine.get.
+  outcome ro = pool->render(req(write("run.sls", "a: {{ salt['saltutil.runner']('jobs.list_jobs') }}\n")));
+  EXPECT_EQ(ro.st, st::render_error);
+  EXPECT_NE(ro.error.find("runs only 'mine.get'"), std::string::npos) << ro.error;
+
+  // The workers still serve plain renders.
+  outcome ok = pool->render(req(write("ok.sls", "y: 2\n")));
+  ASSERT_EQ(ok.st, st::ok) << ok.error;
+}
+
+// A template cannot make the caller serve more than max_calls calls per file.
+TEST_F(RenderPool, CallsPerFileAreBounded) {
+  pool_options o = opts();
+  o.max_calls = 3;
+  auto pool = make_process_pool(o);
+  int calls = 0;
+  request r = req(write("loop.sls", "{% for i in range(10) %}{% do salt['mine.get']('*', 'x') %}{% endfor %}a: 1\n"));
+  r.call = [&](std::string_view, const sylvite::wire::value&) -> sylvite::render::call_result {
+    ++calls;
+    return {true, sylvite::wire::value::object(), {}};
+  };
+  outcome out = pool->render(r);
+  EXPECT_EQ(out.st, st::render_error);
+  EXPECT_NE(out.error.find("more than 3 calls"), std::string::npos) << out.error;
+  EXPECT_EQ(calls, 3);
 }
 
 TEST_F(RenderPool, MissingWorkerIsUnavailable) {
