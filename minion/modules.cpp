@@ -346,6 +346,7 @@ const module_registry& module_registry::builtin() {
     register_cp_module(r);
     register_saltutil_module(r);
     register_sys_module(r);
+    register_event_module(r);
     return r;
   }();
   return reg;
