@@ -54,7 +54,7 @@ std::string event_hub::stamp_now() {
   const std::time_t secs = static_cast<std::time_t>(us / 1000000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[64];
+  char buf[160];
   const auto frac = static_cast<long>(us % 1000000);
   // isoformat() omits the fraction when it is 0
   if (frac == 0)

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 
 #include "core/wire/frame.hpp"
@@ -43,6 +44,7 @@ struct event_publisher::conn : std::enable_shared_from_this<conn> {
   event_publisher* owner;
   std::mutex mu;
   std::deque<std::shared_ptr<const std::string>> q;
+  std::size_t bytes = 0;  // of q
   bool writing = false;
   bool closed = false;
   char rbuf[512];
@@ -81,7 +83,10 @@ struct event_publisher::conn : std::enable_shared_from_this<conn> {
                         self->owner->sent_++;
                         {
                           std::lock_guard lk(self->mu);
-                          if (!self->q.empty()) self->q.pop_front();
+                          if (!self->q.empty()) {
+                            self->bytes -= std::min(self->bytes, self->q.front()->size());
+                            self->q.pop_front();
+                          }
                         }
                         self->write_next();
                       }));
@@ -160,7 +165,7 @@ std::size_t event_publisher::subscribers() const {
 }
 
 void event_publisher::accept() {
-  acceptor_.async_accept(asio::make_strand(io_), [this](boost::system::error_code ec, local::socket s) {
+  acceptor_.async_accept([this](boost::system::error_code ec, local::socket s) {
     if (ec || stopped_) return;
     auto c = std::make_shared<conn>(std::move(s), this);
     bool full = false;
@@ -208,15 +213,16 @@ void event_publisher::on_event(const std::string& tag, const value& data) {
     {
       std::lock_guard lk(c->mu);
       if (c->closed) continue;
-      if (c->q.size() >= s_.max_queue) {
+      if (c->q.size() >= s_.max_queue || (!c->q.empty() && c->bytes + frame->size() > s_.max_bytes)) {
         shed_++;
         if (auto n = shed_log_.hit())
           spdlog::warn("event publisher: a subscriber of {} is not reading: {} event(s) shed in the last 10 s "
-                       "(queue of {} events full; {} shed in all)",
-                       s_.path.string(), n, s_.max_queue, shed_.load());
+                       "(queue of {} events / {} bytes full; {} shed in all)",
+                       s_.path.string(), n, s_.max_queue, s_.max_bytes, shed_.load());
         continue;
       }
       c->q.push_back(frame);
+      c->bytes += frame->size();
       if (!c->writing) c->writing = start = true;
     }
     if (start) asio::post(c->strand, [c] { c->write_next(); });

@@ -8,7 +8,8 @@
 // frame_msg; the TCP transport's PublishClient over a Unix socket), body being
 // SaltEvent.pack(tag, data): the tag, "\n\n", then msgpack(data) with use_bin_type=True.
 // Subscribers never send anything; what they send is read and discarded.
-// Slow subscribers never block the master: each has a bounded queue (max_queue events);
+// Slow subscribers never block the master: each has a bounded queue (max_queue events,
+// max_bytes bytes);
 // an event that does not fit is shed for that subscriber only, counted (shed()) and
 // logged once per 10 s. At most max_subscribers connections; more are closed at once.
 // Thread-safety: start/stop from the daemon thread; hub handlers on any thread.
@@ -19,7 +20,10 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <boost/asio.hpp>
 
@@ -47,6 +51,7 @@ class event_publisher {
     std::filesystem::path path;
     std::size_t max_queue = 10000;       // events waiting per subscriber
     std::size_t max_subscribers = 256;
+    std::size_t max_bytes = 64u << 20;   // bytes waiting per subscriber (one event always fits)
   };
   event_publisher(boost::asio::io_context& io, settings s, event_hub& hub);
   ~event_publisher();

@@ -352,7 +352,12 @@ value request_router::handle_pillar(const value& load) {
   if (const value* x = wire::find(load, "extra_minion_data")) req.extra_minion_data = *x;
   if (const value* c = wire::find(load, "clean_cache"); c && c->is_boolean()) req.clean_cache = c->get<bool>();
   value pillar = pillar_.compile(req);
-  if (cfg_.minion_data_cache) mdata_.store(id, grains, pillar);
+  if (cfg_.minion_data_cache) {
+    mdata_.store(id, grains, pillar);
+    // Salt's AESFuncs._pillar: minion/refresh/<id> with minion_data_cache_events: True.
+    if (const value* e = wire::find(cfg_.raw, "minion_data_cache_events"); e && e->is_boolean() && e->get<bool>())
+      events_.fire("minion/refresh/" + id, value{{"Minion data cache refresh", id}});
+  }
   return pillar;
 }
 

@@ -336,6 +336,8 @@ std::vector<std::string> module_registry::names() const {
   return out;
 }
 
+void register_event_module(module_registry& r);  // minion/mod_event.cpp (events part)
+
 const module_registry& module_registry::builtin() {
   static const module_registry reg = [] {
     module_registry r;

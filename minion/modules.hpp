@@ -163,6 +163,5 @@ void register_pillar_module(module_registry& r);
 void register_cp_module(module_registry& r);
 void register_saltutil_module(module_registry& r);
 void register_sys_module(module_registry& r);
-void register_event_module(module_registry& r);  // minion/mod_event.cpp
 
 }  // namespace sylvite::minion

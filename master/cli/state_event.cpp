@@ -114,8 +114,8 @@ int run_state_event(const config::master_config& cfg, const value& args, const v
     if (quiet) return;
     (*env.out) << state_event_line(e->tag, e->data, pretty) << "\n" << std::flush;
   };
-  // Streams until interrupted: no overall deadline worth the name (100 years).
-  auto r = env.request_stream(cfg, ipc::encode(req), on_item, std::chrono::hours(24 * 365 * 100));
+  // Streams until interrupted: no overall deadline worth the name (10 years).
+  auto r = env.request_stream(cfg, ipc::encode(req), on_item, std::chrono::hours(24 * 365 * 10));
   if (!r.body) {
     (*env.err) << r.error << "\n";
     return ex_generic;

@@ -193,6 +193,7 @@ def test_same_events_as_a_real_salt_master(env):
         else:
             master.start()
             master.wait_ready()
+            wait_for(lambda: (master.root / "sock" / "master_event_pub.ipc").exists(), 30, "event bus up")
             key_dir = None
         stream = real_state_event(master.conf_dir, "same/*", "count=1")
         try:

@@ -241,6 +241,26 @@ TEST_F(PresenceFixture, maintenance_fires_present_every_loop_interval) {
   EXPECT_EQ(ev.size(), 2u);
 }
 
+struct RefreshFixture : EventFixture {
+  void customize(config::master_config& c) override {
+    c.minion_data_cache = true;
+    c.raw["minion_data_cache_events"] = true;
+  }
+};
+
+TEST_F(RefreshFixture, pillar_request_fires_minion_refresh) {
+  login(m1);
+  seen.clear();
+  // (the reply is send_private: not opened here)
+  core->handle_request(
+      m1.aes_body(value{{"cmd", "_pillar"}, {"grains", value{{"os", "x"}}}, {"saltenv", "base"}, {"ver", "2"}},
+                  kNonce, m1.session),
+      "test");
+  auto ev = with_prefix("minion/refresh/m1");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].second["Minion data cache refresh"], "m1");
+}
+
 TEST(ClusterEvents, forwarded_tags) {
   EXPECT_TRUE(master::cluster_node::forwarded_tag("salt/job/1/new"));
   EXPECT_TRUE(master::cluster_node::forwarded_tag("salt/auth"));
