@@ -108,7 +108,8 @@ def test_salt_library_reads_sylvite_bus(env):
         r = minion.salt_call("event.send", tag, '{"a": 1}', binary_dir=SALT3008)
         assert r.returncode == 0, r.stdout + r.stderr
         ev = wait_for(lambda: sub.tagged(tag), 30, "the real salt-call's event.send")
-        assert ev[0]["data"] == {"a": 1} and ev[0]["id"] == "rev1"
+        # Salt's salt-call passes its __pub_* keys to event.send's **kwargs: they are data
+        assert ev[0]["data"]["a"] == 1 and ev[0]["data"]["__pub_tgt"] == "salt-call" and ev[0]["id"] == "rev1"
         r = master.salt("rev1", "event.send", tag + "/daemon", "foo=bar")
         assert r.returncode == 0, r.stdout + r.stderr
         ev = wait_for(lambda: sub.tagged(tag + "/daemon"), 30, "the real minion's event.send")
@@ -124,8 +125,40 @@ def test_salt_library_reads_sylvite_bus(env):
 def real_state_event(conf_dir: Path, *args):
     """Real Salt's salt-run state.event (it runs the runner in-process: it reads the bus
     of the master whose config it is given)."""
+    proc_dir(conf_dir)
     return subprocess.Popen([str(SALT3008 / "salt-run"), "-c", str(conf_dir), "state.event", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def proc_dir(conf_dir: Path):
+    """Real salt-run writes <cachedir>/proc/<jid> (sylvite's master keeps no such file)."""
+    (conf_dir.parent / "cache" / "proc").mkdir(parents=True, exist_ok=True)
+
+
+class LineStream:
+    """A command's stdout lines, collected in the background."""
+
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            with self.lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def text(self) -> str:
+        with self.lock:
+            return "\n".join(self.lines)
+
+    def close(self) -> str:
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+        return self.p.stderr.read() if self.p.stderr else ""
 
 
 def test_state_event_output_is_salts(env):
@@ -136,30 +169,37 @@ def test_state_event_output_is_salts(env):
     wait_for(lambda: "sev1" in master.keys().get("minions_pre", []), 30, "sev1 pending")
     assert master.salt_key("-a", "sev1", "-y").returncode == 0
     wait_for(lambda: master.salt_json("sev1", "test.ping", "-t", "5").get("sev1") is True, 60, "sev1 up")
+    payloads = ['{"a": 1, "b": [1, 2.5, null, true], "c": {"z": "é", "y": {}}}', '{}',
+                '{"text": "tab\\there \\"quoted\\"", "n": -3, "big": 12345678901234}']
     for pretty in ("pretty=False", "pretty=True"):
-        ours = subprocess.Popen([str(BIN / "salt-run"), "-c", str(master.conf_dir), "state.event", "diff/*",
-                                 "count=3", pretty], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        theirs = real_state_event(master.conf_dir, "diff/*", "count=3", pretty)
+        ours = LineStream([str(BIN / "salt-run"), "-c", str(master.conf_dir), "state.event", "diff/*", pretty])
+        proc_dir(master.conf_dir)
+        theirs = LineStream([str(SALT3008 / "salt-run"), "-c", str(master.conf_dir), "state.event", "diff/*",
+                             pretty])
         try:
-            time.sleep(5)  # both subscribed (real salt-run loads its modules first)
-            payloads = ['{"a": 1, "b": [1, 2.5, null, true], "c": {"z": "é", "y": {}}}', '{}',
-                        '{"text": "tab\\there \\"quoted\\"", "n": -3}']
+            probe = f"diff/probe/{uuid.uuid4().hex}"
+
+            def both_subscribed():
+                minion.salt_call("event.send", probe)
+                return probe in ours.text() and probe in theirs.text()
+            wait_for(both_subscribed, 120, "both state.event to be subscribed", interval=1)
             for i, p in enumerate(payloads):
-                r = minion.salt_call("event.send", f"diff/{i}", p)
+                r = minion.salt_call("event.send", f"diff/{pretty}/{i}", p)
                 assert r.returncode == 0, r.stdout + r.stderr
-            o_out, o_err = ours.communicate(timeout=60)
-            t_out, t_err = theirs.communicate(timeout=60)
+            last = f"diff/{pretty}/{len(payloads) - 1}"
+            wait_for(lambda: last in ours.text() and last in theirs.text(), 60, "the events on both")
+            time.sleep(1)
         finally:
-            for p in (ours, theirs):
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-        assert ours.returncode == 0, o_err
-        o_lines = [l for l in o_out.splitlines() if l]
-        t_lines = [l for l in t_out.splitlines() if l]
-        assert o_out.count("diff/") == 3, o_out
-        assert o_lines == t_lines, f"sylvite:\n{o_out}\nSalt:\n{t_out}\nSalt stderr:\n{t_err}"
+            o_err = ours.close()
+            t_err = theirs.close()
+
+        def after_probes(text):
+            # from the first payload event on (the probes before it differ in number)
+            i = text.find(f"diff/{pretty}/0\t")
+            return text[i:] if i >= 0 else ""
+        o, t = after_probes(ours.text()), after_probes(theirs.text())
+        assert o and o == t, f"sylvite:\n{o}\nSalt:\n{t}\nstderr: {o_err}\n{t_err}"
+        assert o.count(f"diff/{pretty}/") == len(payloads), o
 
 
 def normalized_events(lines: list[str]) -> list[tuple[str, object]]:
@@ -195,16 +235,24 @@ def test_same_events_as_a_real_salt_master(env):
             master.wait_ready()
             wait_for(lambda: (master.root / "sock" / "master_event_pub.ipc").exists(), 30, "event bus up")
             key_dir = None
+        name = f"same-{kind}"
+        minion = real_minion(env, master, name)
+        accept(master, name, binary_dir=key_dir)
+
+        def pings():
+            r = master.cli("salt", "--out", "json", "--static", name, "test.ping", "-t", "10", binary_dir=key_dir,
+                           timeout=120)
+            try:
+                return json.loads(r.stdout or "{}").get(name) is True
+            except json.JSONDecodeError:
+                return False
+        wait_for(pings, 180, f"{name} to answer", interval=2)
         stream = real_state_event(master.conf_dir, "same/*", "count=1")
         try:
-            minion = real_minion(env, master, f"same-{kind}")
-            accept(master, f"same-{kind}", binary_dir=key_dir)
-            time.sleep(5)
-
             def send():
                 minion.salt_call("event.send", "same/tag", '{"k": "v", "n": [1, 2]}', binary_dir=SALT3008)
                 return stream.poll() is not None
-            wait_for(send, 90, "state.event to see same/tag", interval=2)
+            wait_for(send, 120, "state.event to see same/tag", interval=2)
             out, err = stream.communicate(timeout=30)
         finally:
             if stream.poll() is None:
@@ -217,7 +265,10 @@ def test_same_events_as_a_real_salt_master(env):
             n.kill()
     (rt, rd), (st, sd) = results["real"][0], results["sylvite"][0]
     assert rt == st == "same/tag"
-    assert rd["data"] == sd["data"] == {"k": "v", "n": [1, 2]}
+    def plain(d):
+        return {k: v for k, v in d.items() if not k.startswith("__pub_")}
+    assert plain(rd["data"]) == plain(sd["data"]) == {"k": "v", "n": [1, 2]}
+    assert sorted(rd["data"]) == sorted(sd["data"])
     rd["id"] = sd["id"] = "x"
     assert list(rd.keys()) == list(sd.keys()), (rd, sd)
     assert shape(rd) == shape(sd), (rd, sd)
