@@ -179,7 +179,7 @@ def test_stuck_subscriber_does_not_block_the_master(env):
     s.connect(str(m.root / "sock" / "master_event_pub.ipc"))
     try:
         wait_for(lambda: m.salt_json("ev3", "test.ping", "-t", "5").get("ev3") is True, 60, "ev3 up")
-        big = "x" * 200000
+        big = "x" * 100000
         for i in range(40):
             r = mn.salt_call("event.send", f"big/{i}", json.dumps({"blob": big}))
             assert r.returncode == 0

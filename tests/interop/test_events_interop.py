@@ -199,7 +199,7 @@ def test_state_event_output_is_salts(env):
             return text[i:] if i >= 0 else ""
         o, t = after_probes(ours.text()), after_probes(theirs.text())
         assert o and o == t, f"sylvite:\n{o}\nSalt:\n{t}\nstderr: {o_err}\n{t_err}"
-        assert o.count(f"diff/{pretty}/") == len(payloads), o
+        assert sum(1 for line in o.splitlines() if line.startswith(f"diff/{pretty}/")) == len(payloads), o
 
 
 def normalized_events(lines: list[str]) -> list[tuple[str, object]]:
