@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from clusterlab import LocalCluster
+from clusterlab import LocalCluster, master_logs
 from sylvite_harness import BIN, wait_for
 
 
@@ -265,7 +265,9 @@ def test_cluster_peer_link_break_loses_nothing(env, cluster):
             for t in tags:
                 r = direct.salt_call("event.send", t, timeout=30)
                 assert r.returncode == 0, r.stdout + r.stderr
-            time.sleep(8)  # past the link's request timeout: it breaks and reconnects
+            # past the link's request timeout (10 s): it breaks, and reconnects later
+            link = f"cluster link to 127.0.0.1:{cluster.pool_ports[m3.name]} failed"
+            wait_for(lambda: link in master_logs(m1), 60, "master 1's link to master 3 to fail", interval=1)
         finally:
             os.kill(m3.proc.pid, signal.SIGCONT)
         for t in tags:
