@@ -87,6 +87,14 @@ value body_of(const msg::join& m) {
   return b;
 }
 value body_of(const msg::leave& m) { return value{{"id", m.id}}; }
+value body_of(const msg::event& m) {
+  value b = value::object();
+  b["tag"] = m.tag;
+  b["data"] = m.data;
+  b["origin"] = m.origin;
+  if (m.eid) b["eid"] = *m.eid;
+  return b;
+}
 
 // ---- decode helpers: each returns false with the reason in why -------------------------------
 struct reader {
@@ -210,6 +218,19 @@ bool read(reader& r, msg::join& m) {
   return r.text("id", m.id) && r.text("pub", m.pub) && r.opt_text("addr", m.addr) && r.opt_bool("local", m.local);
 }
 bool read(reader& r, msg::leave& m) { return r.text("id", m.id); }
+bool read(reader& r, msg::event& m) {
+  if (!r.text("tag", m.tag) || !r.text("origin", m.origin)) return false;
+  if (m.tag.empty() || m.tag.size() > 512) return r.fail("tag is empty or longer than 512 bytes");
+  if (m.tag.find('\0') != std::string::npos) return r.fail("tag holds a NUL byte");
+  if (!pki::valid_id(m.origin)) return r.fail("invalid origin master id");
+  if (!r.opt_text("eid", m.eid)) return false;
+  if (m.eid && m.eid->size() > 128) return r.fail("eid longer than 128 bytes");
+  const value* d = wire::find(r.body, "data");
+  if (!d) return r.fail("no data");
+  if (!d->is_object()) return r.fail("data is not a map");
+  m.data = *d;
+  return true;
+}
 
 template <std::size_t I>
 std::optional<peer_msg> decode_as(const value& body, std::string& why) {

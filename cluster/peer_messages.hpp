@@ -13,6 +13,7 @@
 //   keys        {accepted: {id: pem}, rejected: {id: pem}, for?, seq?} control
 //   join        {id, pub, addr, local: bool}                          membership (the bus)
 //   leave       {id}                                                  membership
+//   event       {tag, data: map, origin: master id, eid?: text}       relay
 // Relay messages are memory-only and run at once on the bus thread; control messages read
 // or write the shared file system (which can stall) and run on one control thread, in
 // arrival order; membership messages are handled by the bus itself.
@@ -101,13 +102,24 @@ struct join {
 struct leave {
   std::string id;
 };
+// An event first fired on the sender's bus (master/cluster_node: every master's bus
+// carries every event of the cluster once). tag: text of at most 512 bytes, not empty;
+// data: a map (Salt's event data); origin: the master that fired it (valid id); eid: the
+// origin's unique id of the event (a batch sent again after a link reconnects carries
+// the same eids: the receiver fires each once).
+struct event {
+  std::string tag;
+  wire::value data;
+  std::string origin;
+  std::optional<std::string> eid;
+};
 }  // namespace msg
 
 // Alternatives in peer_kind order.
 using peer_msg = std::variant<msg::publish, msg::ret, msg::aes, msg::aes_rotate, msg::key_event, msg::cluster_key,
-                              msg::key_sync, msg::keys, msg::join, msg::leave>;
+                              msg::key_sync, msg::keys, msg::join, msg::leave, msg::event>;
 
-enum class peer_kind : std::uint8_t { publish, ret, aes, aes_rotate, key, cluster_key, key_sync, keys, join, leave };
+enum class peer_kind : std::uint8_t { publish, ret, aes, aes_rotate, key, cluster_key, key_sync, keys, join, leave, event };
 // Which thread runs a message (see the table at the top).
 enum class peer_lane : std::uint8_t { relay, control, membership };
 
@@ -117,7 +129,7 @@ struct peer_kind_info {
   peer_lane lane;
 };
 // The one place that names each type and says where it runs.
-inline constexpr std::array<peer_kind_info, 10> k_peer_kinds{{
+inline constexpr std::array<peer_kind_info, 11> k_peer_kinds{{
     {peer_kind::publish, "publish", peer_lane::relay},
     {peer_kind::ret, "return", peer_lane::relay},
     {peer_kind::aes, "aes", peer_lane::control},
@@ -128,6 +140,7 @@ inline constexpr std::array<peer_kind_info, 10> k_peer_kinds{{
     {peer_kind::keys, "keys", peer_lane::control},
     {peer_kind::join, "join", peer_lane::membership},
     {peer_kind::leave, "leave", peer_lane::membership},
+    {peer_kind::event, "event", peer_lane::relay},
 }};
 static_assert(std::variant_size_v<peer_msg> == k_peer_kinds.size());
 constexpr bool peer_kinds_in_order() {
@@ -137,6 +150,7 @@ constexpr bool peer_kinds_in_order() {
 }
 static_assert(peer_kinds_in_order(), "k_peer_kinds must list peer_kind in order (= peer_msg alternatives)");
 static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(peer_kind::leave), peer_msg>, msg::leave>);
+static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(peer_kind::event), peer_msg>, msg::event>);
 
 constexpr const peer_kind_info& info_of(peer_kind k) { return k_peer_kinds[static_cast<std::size_t>(k)]; }
 constexpr std::string_view type_of(peer_kind k) { return info_of(k).type; }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "master/cli_service.hpp"
+#include "core/match/match.hpp"
 #include "master/job_cache.hpp"
 #include "master/runners.hpp"
 #include "master/cli_wait.hpp"
@@ -552,6 +553,10 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     reply(ret, rc);
     return;
   }
+  if (*fun == "state.event") {
+    cli_state_event(rq->arg, rq->kwarg, out);
+    return;
+  }
   runner_context ctx;
   ctx.jobs = &jobs_->store();
   ctx.keys = &keys_->store();
@@ -562,6 +567,138 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
                                                 : cfg_.timeout;
   auto outcome = run_runner(ctx, *fun, rq->arg, rq->kwarg);
   reply(outcome.ret, outcome.retcode);
+}
+
+namespace {
+
+// Salt's salt.utils.stringutils.expr_match: equal, fnmatch glob, or a regex matching
+// the whole tag.
+bool expr_match(const std::string& tag, const std::string& expr) {
+  if (tag == expr) return true;
+  if (match::glob_match(expr, tag)) return true;
+  // re.match(r"\A{}\Z"): anchored at the start (pcre_match) and at the end ($).
+  return match::pcre_match("(?:" + expr + ")$", tag);
+}
+
+// state.event's queue: filled by the hub (any thread), drained by the CLI's thread;
+// bounded: a CLI that does not read loses events (counted), never the master.
+struct stream_queue {
+  static constexpr std::size_t kMax = 10000;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<std::string, value>> q;
+  std::uint64_t shed = 0;
+  void push(const std::string& tag, const value& data) {
+    {
+      std::lock_guard lk(mu);
+      if (q.size() >= kMax) {
+        ++shed;
+        return;
+      }
+      q.emplace_back(tag, data);
+    }
+    cv.notify_one();
+  }
+  std::deque<std::pair<std::string, value>> take(steady::time_point until) {
+    std::unique_lock lk(mu);
+    cv.wait_until(lk, until, [this] { return !q.empty(); });
+    std::deque<std::pair<std::string, value>> out;
+    out.swap(q);
+    return out;
+  }
+};
+
+std::optional<std::int64_t> int_arg(const value& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
+  if (auto t = wire::as_text(v)) {
+    try {
+      std::size_t used = 0;
+      auto n = std::stoll(std::string(*t), &used);
+      if (used == t->size()) return n;
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void cli_service::cli_state_event(const value& args, const value& kwargs, std::shared_ptr<cli_reply> out) {
+  auto reply = [&out](value ret, std::int64_t rc) { out->reply(ipc::encode(ipc::runner_reply{std::move(ret), rc})); };
+  // Salt's signature: event(tagmatch="*", count=-1, quiet=False, sock_dir=None, pretty=False, node="master")
+  static const char* const names[] = {"tagmatch", "count", "quiet", "sock_dir", "pretty", "node"};
+  value a = value::object();
+  if (args.is_array()) {
+    if (args.size() > 6) {
+      reply("Passed invalid arguments: event() takes from 0 to 6 positional arguments but " +
+                std::to_string(args.size()) + " were given.",
+            1);
+      return;
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) a[names[i]] = args[i];
+  }
+  if (kwargs.is_object()) {
+    for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
+      if (std::find_if(std::begin(names), std::end(names), [&](const char* n) { return it.key() == n; }) ==
+          std::end(names)) {
+        reply("Passed invalid arguments: event() got an unexpected keyword argument '" + it.key() + "'.", 1);
+        return;
+      }
+      a[it.key()] = it.value();
+    }
+  }
+  std::string tagmatch = "*";
+  if (const value* t = wire::find(a, "tagmatch")) {
+    if (auto s = wire::as_text(*t)) tagmatch = std::string(*s);
+    else tagmatch = t->dump();
+  }
+  std::int64_t count = -1;
+  if (const value* c = wire::find(a, "count")) {
+    auto n = int_arg(*c);
+    if (!n) {
+      reply("Passed invalid arguments: count must be an integer.", 1);
+      return;
+    }
+    count = *n;
+  }
+  if (const value* n = wire::find(a, "node")) {
+    auto s = wire::as_text(*n);
+    if (!s || *s != "master") {
+      reply("sylvite's salt-run state.event watches the master's bus only (node=master)", 1);
+      return;
+    }
+  }
+  auto q = std::make_shared<stream_queue>();
+  auto sub = hub_.subscribe_all([q](const std::string& tag, const value& d) { q->push(tag, d); });
+  bool done = count == 0;
+  std::uint64_t shed_logged = 0;
+  while (!done && !(cli_ && cli_->stopping) && out->alive()) {
+    for (auto& [tag, data] : q->take(steady::now() + kLivenessPoll)) {
+      if (!expr_match(tag, tagmatch)) {
+        spdlog::debug("state.event: skipping event tag {}", tag);
+        continue;
+      }
+      if (!out->push(ipc::encode(ipc::event_item{tag, data}))) break;
+      if (count > 0 && --count == 0) {
+        done = true;
+        break;
+      }
+    }
+    std::uint64_t shed;
+    {
+      std::lock_guard lk(q->mu);
+      shed = q->shed;
+    }
+    if (shed != shed_logged) {
+      if (shed_logged == 0)
+        spdlog::warn("salt-run state.event: the CLI does not keep up: events shed for it (queue of {} full)",
+                     stream_queue::kMax);
+      shed_logged = shed;
+    }
+  }
+  hub_.unsubscribe(sub);
+  if (shed_logged) spdlog::warn("salt-run state.event ended: {} event(s) were shed for it", shed_logged);
+  if (out->alive()) reply(nullptr, 0);
 }
 
 }  // namespace sylvite::master

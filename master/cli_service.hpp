@@ -40,6 +40,8 @@ class cli_service {
   struct cli_state;
   void cli_publish(const wire::value& body, std::shared_ptr<cli_reply> out);
   void cli_runner(const wire::value& body, std::shared_ptr<cli_reply> out);
+  // salt-run state.event: streams the bus's matching events to the CLI (events part).
+  void cli_state_event(const wire::value& args, const wire::value& kwargs, std::shared_ptr<cli_reply> out);
   bool spawn_cli(std::function<void()> fn);
   void init_cli();
   std::vector<std::string> ping_all(std::chrono::seconds timeout);

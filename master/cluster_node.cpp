@@ -5,7 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <exception>
+#include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "cluster/cluster_pki.hpp"
 #include "core/util/files.hpp"
@@ -16,8 +18,34 @@ namespace sylvite::master {
 
 using wire::value;
 
-cluster_node::cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs)
-    : cfg_(cfg), links_(links), keys_(keys), jobs_(jobs) {}
+cluster_node::cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs,
+                           event_hub& hub)
+    : cfg_(cfg), links_(links), keys_(keys), jobs_(jobs), hub_(hub) {
+  std::random_device rd;
+  char b[20];
+  std::snprintf(b, sizeof b, "%08x%08x", rd(), rd());
+  boot_ = b;
+  if (cfg_.cluster_id)
+    sub_ = hub_.subscribe_local([this](const std::string& tag, const value& data) { forward(tag, data); });
+}
+
+cluster_node::~cluster_node() {
+  if (sub_) hub_.unsubscribe(sub_);
+}
+
+bool cluster_node::forwarded_tag(const std::string& tag) {
+  if (tag == "key") return false;
+  if (tag.rfind("salt/presence/", 0) == 0) return false;
+  return true;
+}
+
+void cluster_node::forward(const std::string& tag, const value& data) {
+  if (!forwarded_tag(tag)) return;
+  auto* peers = links_.peers.load();
+  if (!peers) return;
+  peers->broadcast(cluster::msg::event{tag, data, cfg_.id, boot_ + "-" + std::to_string(next_eid_++)});
+  events_forwarded_++;
+}
 
 namespace {
 // Peer messages refused at decode: authenticated peers, but a bug or a newer version can
@@ -62,6 +90,35 @@ void cluster_node::route(const std::string& from, const cluster::msg::join&) {
 void cluster_node::route(const std::string& from, const cluster::msg::leave&) {
   spdlog::debug("cluster message leave from {}: handled by the peer bus", from);
 }
+void cluster_node::route(const std::string& from, const cluster::msg::event& m) {
+  if (m.origin == cfg_.id || m.origin != from) {
+    // An event comes straight from the master that fired it, never relayed; one that
+    // claims this master or another one as its origin is refused.
+    events_refused_++;
+    if (auto n = peer_refused_log.hit())
+      spdlog::warn("cluster event '{}' from {} refused: origin '{}' is not the sender ({} refused since the last "
+                   "such line)",
+                   m.tag, from, m.origin, n);
+    return;
+  }
+  if (m.eid) {
+    constexpr std::size_t kSeenMax = 200000;
+    std::lock_guard lk(seen_mu_);
+    std::string key = m.origin + "/" + *m.eid;
+    if (!seen_.insert(key).second) {
+      events_duplicate_++;
+      return;
+    }
+    seen_order_.push_back(std::move(key));
+    while (seen_order_.size() > kSeenMax) {
+      seen_.erase(seen_order_.front());
+      seen_order_.pop_front();
+    }
+  }
+  events_received_++;
+  // jid left empty: a job's CLI wait gets the return through the "return" message.
+  hub_.fire(m.tag, m.data, {}, event_hub::origin::peer);
+}
 
 value cluster_node::status() const {
   value out = value::object();
@@ -69,6 +126,13 @@ value cluster_node::status() const {
   out["cluster_id"] = cfg_.cluster_id.value_or("");
   auto* peers = links_.peers.load();
   out["peers"] = peers ? peers->status() : value::array();
+  value ev = value::object();
+  ev["forwarded"] = events_forwarded_.load();
+  ev["received"] = events_received_.load();
+  ev["refused"] = events_refused_.load();
+  ev["duplicates"] = events_duplicate_.load();
+  ev["fired"] = hub_.fired();
+  out["events"] = std::move(ev);
   return out;
 }
 

@@ -6,13 +6,26 @@
 // Which thread runs each message type is declared once, in cluster/peer_messages.hpp
 // (lane_of); the daemon follows it: relay (publish/return) on the bus thread, the others
 // (they touch the shared file system) on the control thread.
+// Events: every event this master fires first (event_hub::subscribe_local) goes to every
+// peer ("event" message; the peer bus queues it per peer while a link is down or
+// reconnecting, bounded, shed ones counted in cluster.peers' "dropped"; a batch sent
+// again after a reconnect is recognised by the events' ids, the last 200,000 kept); an
+// event from a peer is fired here with origin peer (never forwarded again: each master's bus carries
+// each event of the cluster once). Not forwarded: "key" (each master fires its own AES
+// rotation notice) and salt/presence/* (a master's own connections).
 // Thread-safety: every method is safe from any thread; handle_peer blocks (files).
 #pragma once
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <unordered_set>
+#include <cstdint>
 #include <string>
 #include <utility>
 
 #include "core/config/config.hpp"
 #include "core/wire/value.hpp"
+#include "master/event_hub.hpp"
 #include "master/job_service.hpp"
 #include "master/key_service.hpp"
 #include "master/services.hpp"
@@ -21,7 +34,13 @@ namespace sylvite::master {
 
 class cluster_node {
  public:
-  cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs);
+  cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs,
+               event_hub& hub);
+  ~cluster_node();
+  cluster_node(const cluster_node&) = delete;
+  cluster_node& operator=(const cluster_node&) = delete;
+  // Whether a locally fired tag goes to the peers.
+  static bool forwarded_tag(const std::string& tag);
 
   // One message from a peer: decoded (cluster/peer_messages.hpp: an unknown or malformed
   // message is refused, logged at a limited rate) and routed. Never throws.
@@ -49,11 +68,24 @@ class cluster_node {
   void route(const std::string& from, const cluster::msg::keys& m);
   void route(const std::string& from, const cluster::msg::join& m);
   void route(const std::string& from, const cluster::msg::leave& m);
+  void route(const std::string& from, const cluster::msg::event& m);
+  void forward(const std::string& tag, const wire::value& data);
 
   const config::master_config& cfg_;
   master_links& links_;
   key_service& keys_;
   job_service& jobs_;
+  event_hub& hub_;
+  std::uint64_t sub_ = 0;
+  std::atomic<std::uint64_t> events_forwarded_{0};
+  std::atomic<std::uint64_t> events_received_{0};
+  std::atomic<std::uint64_t> events_refused_{0};
+  std::atomic<std::uint64_t> events_duplicate_{0};
+  std::string boot_;                      // this run's prefix of the event ids it sends
+  std::atomic<std::uint64_t> next_eid_{1};
+  std::mutex seen_mu_;                    // event ids received lately (a resent batch)
+  std::unordered_set<std::string> seen_;
+  std::deque<std::string> seen_order_;
 };
 
 }  // namespace sylvite::master

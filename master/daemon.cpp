@@ -29,6 +29,7 @@
 #include "core/transport/zmq.hpp"
 #include "core/util/log.hpp"
 #include "core/util/rate_limit.hpp"
+#include "master/event_publisher.hpp"
 #include "master/health_server.hpp"
 #include "master/ipc_protocol.hpp"
 #include "master/master.hpp"
@@ -442,6 +443,13 @@ int run_master(const config::master_config& cfg) {
     spdlog::critical("cannot listen on {}: {}", cli_socket_path(cfg.sock_dir).string(), r.error().message());
     return 1;
   }
+  // The event bus for external subscribers: Salt's master_event_pub.ipc (events part).
+  event_publisher events_pub(io, {event_pub_socket_path(cfg.sock_dir)}, core->hub());
+  if (auto r = events_pub.start(); !r) {
+    spdlog::critical("cannot listen on {}: {}", event_pub_socket_path(cfg.sock_dir).string(), r.error().message());
+    cli.stop();
+    return 1;
+  }
   // Health/readiness endpoint (health_port; docs/deploy.md): HAProxy checks GET /ready.
   // The probe thread touches the (maybe shared) file system; the handler never does.
   std::vector<probe_target> probe_dirs{{"cachedir", cfg.cachedir, true}, {"pki_dir", cfg.pki_dir, false}};
@@ -495,6 +503,7 @@ int run_master(const config::master_config& cfg) {
     ready_probe.set_shutting_down();
     if (health) health->stop();
     cli.stop();
+    events_pub.stop();
     stop_ports();
     if (bus) bus->stop();
   });

@@ -303,6 +303,15 @@ value encode(const publish_done& d) {
 value encode(const runner_reply& r) { return value{{"return", r.ret}, {"retcode", r.retcode}}; }
 value encode(const key_event_reply& k) { return value{{"ok", true}, {"rotated", k.rotated}}; }
 value encode(const local_return_reply& l) { return value{{"ok", true}, {"jid", l.jid}}; }
+value encode(const event_item& e) { return value{{"tag", e.tag}, {"data", e.data}}; }
+
+decoded<event_item> decode_event_item(const value& body) {
+  if (!body.is_object()) return decoded<event_item>::refuse("state.event item is not a map");
+  auto tag = wire::get_text(body, "tag");
+  const value* data = wire::find(body, "data");
+  if (!tag || !data) return decoded<event_item>::refuse("state.event item without tag or data");
+  return decoded<event_item>::ok(event_item{std::string(*tag), *data});
+}
 
 decoded<ping_result> decode_ping_reply(const value& body) {
   if (!body.is_object()) return refuse_not_map<ping_result>("ping");

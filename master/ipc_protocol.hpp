@@ -29,6 +29,11 @@
 //                    No matching minion -> {"error": "No minions matched the target. ..."}.
 //  cmd "runner"      {fun, arg (list), kwarg (map), timeout (optional), jid (optional)}
 //                    -> {"return": value, "retcode": int}
+//                    fun "state.event" (events part) streams: one push (non-final frame)
+//                    {"tag", "data"} per matching event of the master's bus, until `count`
+//                    events matched (final {"return": null, "retcode": 0}) or the CLI goes
+//                    away; arguments as Salt's runner: tagmatch="*", count=-1, quiet,
+//                    sock_dir (ignored), pretty (the CLI formats), node="master".
 //  cmd "key_event"   {act: "accept"|"reject"|"delete", ids: [...], rotate (optional bool)}
 //                    -> {"ok": true, "rotated": bool}   (rotation on reject/delete when
 //                       rotate_aes_key; connections of deleted/rejected ids are dropped)
@@ -170,6 +175,12 @@ struct key_event_reply {
   bool rotated = false;
 };
 
+// One event streamed by state.event.
+struct event_item {
+  std::string tag;
+  wire::value data = wire::value::object();
+};
+
 struct local_return_reply {
   std::string jid;
 };
@@ -182,6 +193,9 @@ wire::value encode(const publish_done&);
 wire::value encode(const runner_reply&);
 wire::value encode(const key_event_reply&);
 wire::value encode(const local_return_reply&);
+wire::value encode(const event_item&);
+// A push of state.event: {"tag": text, "data": any}.
+decoded<event_item> decode_event_item(const wire::value& body);
 
 // Final replies: a map with "error" decodes as error_reply, anything else must be the
 // expected reply or is refused.

@@ -327,7 +327,8 @@ void job_service::peer_publish(const std::string& from, const std::string& jid, 
 }
 
 void job_service::peer_return(const std::string& jid, const std::string& id, const value& load) {
-  events_.fire("salt/job/" + jid + "/ret/" + id, load, jid, event_hub::origin::peer);
+  // The job's waits only: the event itself reaches this bus once, as the peer's "event".
+  events_.fire_jid_only("salt/job/" + jid + "/ret/" + id, load, jid);
 }
 
 void job_service::note_owner(const std::string& jid, const std::string& master) {

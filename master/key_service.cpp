@@ -420,6 +420,19 @@ bool key_service::key_event(const std::string& act, const std::vector<std::strin
   bool rotated = false;
   const bool revoke = act == "reject" || act == "delete";
   local_key_effects(act, ids);
+  // salt/key, one per id, as salt/key.py: {result, act, id, pub (accept/reject)}. Fired on
+  // this master only (the cluster forwards it to the peers' buses).
+  for (const auto& id : ids) {
+    value ev = value::object();
+    ev["result"] = true;
+    ev["act"] = act;
+    ev["id"] = id;
+    if (act == "accept" || act == "reject") {
+      if (auto pem = keys_.read(act == "accept" ? pki::key_state::accepted : pki::key_state::rejected, id))
+        ev["pub"] = *pem;
+    }
+    events_.fire("salt/key", ev);
+  }
   if (clustered() && peers() && !ids.empty()) {
     cluster::msg::key_event msg{act, ids, local_copy_, std::nullopt};
     if (act == "accept") {  // the keys themselves, for peers whose cluster_pki_dir is a local copy

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/match/match.hpp"
@@ -21,10 +23,23 @@ namespace sylvite::master {
 namespace fs = std::filesystem;
 using wire::value;
 
+struct master_core::presence_state {
+  bool enabled = false;
+  std::chrono::seconds interval{60};
+  std::mutex mu;
+  std::set<std::string> present;  // as last reported
+  sys_clock::time_point last{};
+};
+
 master_core::master_core(config::master_config cfg)
     : cfg_(std::move(cfg)),
       mdata_(std::make_unique<minion_data_cache>(cfg_.cachedir, cfg_.minion_data_cache)),
-      keys_(std::make_unique<key_service>(cfg_, links_, counters_, hub_, *mdata_)) {}
+      keys_(std::make_unique<key_service>(cfg_, links_, counters_, hub_, *mdata_)),
+      presence_(std::make_unique<presence_state>()) {
+  // Salt's options, read from the merged config (types as salt/config: bool, int seconds).
+  if (const value* p = wire::find(cfg_.raw, "presence_events"); p && p->is_boolean()) presence_->enabled = p->get<bool>();
+  if (auto li = wire::get_int(cfg_.raw, "loop_interval"); li && *li > 0) presence_->interval = std::chrono::seconds(*li);
+}
 
 namespace {
 // Holds the renderer the pillar compiler calls, so that set_renderer can replace it.
@@ -251,7 +266,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   }
   m->router_ = std::make_unique<request_router>(m->cfg_, m->links_, m->counters_, m->hub_, *m->keys_, *m->jobs_,
                                                 *m->mdata_, *m->files_, *m->pillar_, *m->mine_);
-  m->cluster_ = std::make_unique<cluster_node>(m->cfg_, m->links_, *m->keys_, *m->jobs_);
+  m->cluster_ = std::make_unique<cluster_node>(m->cfg_, m->links_, *m->keys_, *m->jobs_, m->hub_);
   if (m->cfg_.ping_on_rotate) {
     m->keys_->on_rotated([core = m.get()] {
       publish_request req;
@@ -288,10 +303,44 @@ std::vector<std::string> master_core::connected_ids() const {
 
 void master_core::on_presence(const std::string& id, bool connected) {
   spdlog::debug("presence: {} {}", id, connected ? "connected" : "disconnected");
+  if (!presence_ || !presence_->enabled) return;
+  value present = value::array();
+  {
+    std::lock_guard lk(presence_->mu);
+    if (connected ? !presence_->present.insert(id).second : presence_->present.erase(id) == 0) return;
+    for (const auto& p : presence_->present) present.push_back(p);
+  }
   value data = value::object();
   data["new"] = connected ? value::array({id}) : value::array();
   data["lost"] = connected ? value::array() : value::array({id});
   hub_.fire("salt/presence/change", data);
+  hub_.fire("salt/presence/present", value{{"present", std::move(present)}});
+}
+
+void master_core::presence_tick(sys_clock::time_point now) {
+  if (!presence_ || !presence_->enabled) return;
+  auto ids = connected_ids();
+  std::set<std::string> now_set(ids.begin(), ids.end());
+  value change = value::object();
+  bool changed = false;
+  value present = value::array();
+  {
+    std::lock_guard lk(presence_->mu);
+    if (now - presence_->last < presence_->interval) return;
+    presence_->last = now;
+    value added = value::array(), lost = value::array();
+    for (const auto& i : now_set)
+      if (!presence_->present.count(i)) added.push_back(i);
+    for (const auto& i : presence_->present)
+      if (!now_set.count(i)) lost.push_back(i);
+    changed = !added.empty() || !lost.empty();
+    change["new"] = std::move(added);
+    change["lost"] = std::move(lost);
+    presence_->present = now_set;
+    for (const auto& p : now_set) present.push_back(p);
+  }
+  if (changed) hub_.fire("salt/presence/change", change);
+  hub_.fire("salt/presence/present", value{{"present", std::move(present)}});
 }
 
 master_core::~master_core() { shutdown(); }
@@ -302,6 +351,7 @@ void master_core::shutdown() {
 }
 
 void master_core::maintenance(sys_clock::time_point now) {
+  presence_tick(now);
   keys_->maintenance(now);
   jobs_->maintenance(now);
 }

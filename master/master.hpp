@@ -98,7 +98,11 @@ class master_core {
                                           std::function<void(const std::string&)> identified) {
     return keys_->identify_hello(body, peer, offload, std::move(identified));
   }
-  // A publish connection identified (connected) or closed: salt/presence/change.
+  // A publish connection identified (connected) or closed. With presence_events (Salt's
+  // option, default False): salt/presence/change {new, lost} and salt/presence/present
+  // {present} at once (Salt 3008's TCP publish server), and every loop_interval (default
+  // 60 s) from maintenance(): present, and change when the set moved (Salt's
+  // Maintenance.handle_presence).
   void on_presence(const std::string& id, bool connected);
 
   // ---- jobs (blocking disk work): job_service
@@ -169,6 +173,10 @@ class master_core {
   std::unique_ptr<request_router> router_;
   std::unique_ptr<cluster_node> cluster_;
   std::unique_ptr<cli_service> cli_;
+  // presence_events (events part): the set last reported and when.
+  struct presence_state;
+  std::unique_ptr<presence_state> presence_;
+  void presence_tick(sys_clock::time_point now);
   std::unique_ptr<reactor> reactor_;  // last: stopped (destroyed) before the services it calls
 };
 

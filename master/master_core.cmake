@@ -21,7 +21,7 @@ sylvite_library(sylvite_master
        sylvite::match sylvite::crypto sylvite::wire sylvite::util Threads::Threads)
 
 sylvite_library(sylvite_master_daemon
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp ${CMAKE_CURRENT_LIST_DIR}/event_publisher.cpp
   DEPS sylvite::master sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
 
 sylvite_executable(salt-master

@@ -352,7 +352,12 @@ value request_router::handle_pillar(const value& load) {
   if (const value* x = wire::find(load, "extra_minion_data")) req.extra_minion_data = *x;
   if (const value* c = wire::find(load, "clean_cache"); c && c->is_boolean()) req.clean_cache = c->get<bool>();
   value pillar = pillar_.compile(req);
-  if (cfg_.minion_data_cache) mdata_.store(id, grains, pillar);
+  if (cfg_.minion_data_cache) {
+    mdata_.store(id, grains, pillar);
+    // Salt's AESFuncs._pillar: minion/refresh/<id> with minion_data_cache_events: True.
+    if (const value* e = wire::find(cfg_.raw, "minion_data_cache_events"); e && e->is_boolean() && e->get<bool>())
+      events_.fire("minion/refresh/" + id, value{{"Minion data cache refresh", id}});
+  }
   return pillar;
 }
 
@@ -411,12 +416,20 @@ request_router::request_router(const config::master_config& cfg, master_links& l
 }
 
 value request_router::handle_minion_event(const value& load) {
+  // Salt's AESFuncs._minion_event -> masterapi._minion_event (3008.5):
+  //   {"tag", "data"} form: the whole load (id, tag, data, cmd, ts...: tok and nonce are
+  //     already gone) is the event's data, under that tag;
+  //   {"events": [{tag, data}, ...]} form: each event's "data" (the event itself when it
+  //     has none) under its tag.
+  // Neither form: nothing fired; AESFuncs answers None all the same (no id: {}).
   auto id_v = wire::get_text(load, "id");
   if (!id_v) return value::object();
+  const value* evs = wire::find(load, "events");
+  if (!evs && (!wire::find(load, "tag") || !wire::find(load, "data"))) return nullptr;
   // A minion may not fire the master's own tags (job publishes, keys, runners, the
   // cluster): Salt's MINION_EVENT_BLACKLIST (CVE-2025-22239 class). Salt filters only
   // the "events" form; both forms are filtered here.
-  auto fire = [&](std::string_view tag, const value* data) {
+  auto fire = [&](std::string_view tag, const value& data) {
     if (!valid_minion_tag(tag)) {
       if (auto n = minion_tag_log_.hit()) {
         spdlog::warn("filtering blacklisted event tag '{}' from minion '{}' ({} such event(s) in the last 10 s)", tag,
@@ -424,20 +437,20 @@ value request_router::handle_minion_event(const value& load) {
       }
       return;
     }
-    events_.fire(std::string(tag), data ? *data : value(nullptr));
+    events_.fire(std::string(tag), data);
   };
-  if (const value* evs = wire::find(load, "events"); evs && evs->is_array()) {
+  if (evs) {
+    if (!evs->is_array()) return nullptr;
     for (const auto& ev : *evs) {
       auto tag = wire::get_text(ev, "tag");
       if (!tag) continue;
-      fire(*tag, wire::find(ev, "data"));
+      const value* d = wire::find(ev, "data");
+      fire(*tag, d ? *d : ev);
     }
   } else if (auto tag = wire::get_text(load, "tag")) {
-    // Salt's masterapi._minion_event fires the whole load ({id, tag, data, cmd}, tok
-    // removed by __verify_load) for this form: reactors read data['id'], data['data'].
-    value whole = load;
+    value whole = load;  // the whole load, as Salt (tok, if any, never reaches the bus)
     whole.erase("tok");
-    fire(*tag, &whole);
+    fire(*tag, whole);
   }
   return nullptr;
 }

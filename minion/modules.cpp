@@ -337,6 +337,7 @@ std::vector<std::string> module_registry::names() const {
 }
 
 void register_mine_module(module_registry& r);  // minion/mod_mine.cpp
+void register_event_module(module_registry& r);  // minion/mod_event.cpp (events part)
 
 const module_registry& module_registry::builtin() {
   static const module_registry reg = [] {
@@ -349,6 +350,7 @@ const module_registry& module_registry::builtin() {
     register_saltutil_module(r);
     register_sys_module(r);
     register_mine_module(r);
+    register_event_module(r);
     return r;
   }();
   return reg;

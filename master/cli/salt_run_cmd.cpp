@@ -8,6 +8,7 @@
 #include "master/cli/args.hpp"
 #include "core/util/log.hpp"
 #include "master/cli/common.hpp"
+#include "master/cli/state_event.hpp"
 #include "master/ipc_protocol.hpp"
 
 namespace sylvite::cli {
@@ -72,6 +73,8 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
   // Runners get positional args and kwargs apart (parse_input(condition=False)).
   std::vector<std::string> rest(positional.begin() + 1, positional.end());
   auto in = parse_input_split(rest, no_parse_set);
+  // state.event streams the bus until interrupted (master/cli/state_event.hpp).
+  if (positional[0] == "state.event") return run_state_event(*cfg, in.args, in.kwargs, of, env);
   ipc::runner req{positional[0], in.args, in.kwargs, std::nullopt, std::nullopt};
   if (timeout > 0) req.timeout = timeout;
   if (!jid.empty()) req.jid = jid;

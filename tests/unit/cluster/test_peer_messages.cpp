@@ -68,6 +68,12 @@ std::vector<golden> goldens() {
        "84a26964a16aa3707562a3505542a461646472ad31302e302e302e393a34353230a56c6f63616cc3"},
       // {id}
       {"leave", msg::leave{"x"}, "leave", "81a26964a178"},
+      // {tag, data: {x: 1}, origin}
+      {"event", msg::event{"a/b", value{{"x", 1}}, "m1", std::nullopt}, "event",
+       "83a3746167a3612f62a46461746181a17801a66f726967696ea26d31"},
+      // ... eid "b-1"
+      {"event eid", msg::event{"a/b", value{{"x", 1}}, "m1", std::string("b-1")}, "event",
+       "84a3746167a3612f62a46461746181a17801a66f726967696ea26d31a3656964a3622d31"},
   };
 }
 }  // namespace
@@ -249,6 +255,7 @@ TEST(PeerMessages, lanes_are_declared_once) {
     EXPECT_EQ(lane_of(k), peer_lane::control) << type_of(k);
   EXPECT_EQ(lane_of(peer_kind::join), peer_lane::membership);
   EXPECT_EQ(lane_of(peer_kind::leave), peer_lane::membership);
+  EXPECT_EQ(lane_of(peer_kind::event), peer_lane::relay);
   // By wire type, as the daemon routes; an unknown type goes where decode refuses it.
   EXPECT_EQ(lane_of(std::string_view("return")), peer_lane::relay);
   EXPECT_EQ(lane_of(std::string_view("keys")), peer_lane::control);
@@ -261,4 +268,17 @@ TEST(PeerMessages, lanes_are_declared_once) {
   EXPECT_EQ(kind_of(peer_msg(msg::keys{})), peer_kind::keys);
   EXPECT_EQ(kind_of(peer_msg(msg::ret{})), peer_kind::ret);
   EXPECT_FALSE(kind_of(std::string_view("cluster/msg")));
+}
+
+TEST(PeerMessages, event_refusals) {
+  std::string why;
+  EXPECT_FALSE(decode("event", value{{"data", value::object()}, {"origin", "m1"}}, why));
+  EXPECT_EQ(why, "no tag");
+  EXPECT_FALSE(decode("event", value{{"tag", ""}, {"data", value::object()}, {"origin", "m1"}}, why));
+  EXPECT_FALSE(decode("event", value{{"tag", std::string(513, 'x')}, {"data", value::object()}, {"origin", "m1"}}, why));
+  EXPECT_FALSE(decode("event", value{{"tag", "t"}, {"data", 5}, {"origin", "m1"}}, why));
+  EXPECT_EQ(why, "data is not a map");
+  EXPECT_FALSE(decode("event", value{{"tag", "t"}, {"data", value::object()}, {"origin", "../x"}}, why));
+  EXPECT_FALSE(decode("event", value{{"tag", "t"}, {"origin", "m1"}}, why));
+  EXPECT_EQ(why, "no data");
 }
