@@ -491,27 +491,37 @@ void cli_service::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
 }
 
 std::vector<std::string> cli_service::ping_all(std::chrono::seconds timeout) {
+  value got = collect("test.ping", timeout);
+  std::vector<std::string> out;
+  for (auto it = got.begin(); it != got.end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+value cli_service::collect(const std::string& fun, std::chrono::seconds timeout) {
   publish_request req;
   req.tgt = "*";
-  req.fun = "test.ping";
+  req.fun = fun;
   req.jid = new_jid();
   auto q = std::make_shared<event_queue>();
   auto sub = hub_.subscribe_jid(req.jid, [q](const std::string& tag, const value& d) { q->push(tag, d); });
   auto res = publish(req);
   std::set<std::string> got;
+  value out = value::object();
   if (res.error.empty()) {
     std::set<std::string> expected(res.minions.begin(), res.minions.end());
     const auto deadline = steady::now() + timeout;
     while (steady::now() < deadline && !(cli_ && cli_->stopping)) {
       for (auto& [tag, data] : q->take(deadline)) {
         auto id = ret_id_of(tag);
-        if (!id.empty()) got.insert(id);
+        if (id.empty() || got.contains(id)) continue;  // the first return wins
+        got.insert(id);
+        out[id] = data;
       }
       if (std::includes(got.begin(), got.end(), expected.begin(), expected.end())) break;
     }
   }
   hub_.unsubscribe(sub);
-  return {got.begin(), got.end()};
+  return out;
 }
 
 void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
@@ -557,6 +567,14 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
   ctx.keys = &keys_->store();
   ctx.connected_ids = [this] { return connected_ids(); };
   ctx.ping_all = [this](std::chrono::seconds t) { return ping_all(t); };
+  ctx.collect = [this](const std::string& f, std::chrono::seconds t) { return collect(f, t); };
+  ctx.cfg = &cfg_;
+  // The minion data cache on disk (grains for manage.* show_ip), read on demand.
+  auto mdata = std::make_shared<minion_data_cache>(cfg_.cachedir, cfg_.minion_data_cache);
+  ctx.grains = [mdata](const std::string& id) -> value {
+    auto e = mdata->get(id);
+    return e ? e->grains : value(nullptr);
+  };
   // salt-run -t: the runner's timeout (manage.up and friends), as Salt's opts["timeout"].
   ctx.timeout = rq->timeout && *rq->timeout > 0 ? static_cast<int>(std::min<std::int64_t>(*rq->timeout, 86400))
                                                 : cfg_.timeout;

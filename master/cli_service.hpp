@@ -43,6 +43,8 @@ class cli_service {
   bool spawn_cli(std::function<void()> fn);
   void init_cli();
   std::vector<std::string> ping_all(std::chrono::seconds timeout);
+  // Publish fun to every minion; {id: return event data} of those that answered in time.
+  wire::value collect(const std::string& fun, std::chrono::seconds timeout);
   bool clustered() const noexcept { return cfg_.cluster_id.has_value(); }
   std::vector<std::string> connected_ids() const;
   publish_result publish(const publish_request& req) { return jobs_->publish(req); }
