@@ -578,8 +578,36 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
   // salt-run -t: the runner's timeout (manage.up and friends), as Salt's opts["timeout"].
   ctx.timeout = rq->timeout && *rq->timeout > 0 ? static_cast<int>(std::min<std::int64_t>(*rq->timeout, 86400))
                                                 : cfg_.timeout;
+  const std::string jid = new_jid();
   auto outcome = run_runner(ctx, *fun, rq->arg, rq->kwarg);
+  store_runner_job(jid, *rq, outcome.ret, outcome.retcode);
   reply(outcome.ret, outcome.retcode);
+}
+
+// Salt stores every salt-run call as a job of the master (salt/client/mixins.py low() ->
+// salt.utils.job.store_job): load {"id", "tgt": master id, "jid", "return": data,
+// "fun": "runner.<fun>", "user"} and the return under the master's id. jobs.list_jobs
+// then lists them (Function runner.<fun>, Target <id>, Target-type list), as on Salt.
+void cli_service::store_runner_job(const std::string& jid, const ipc::runner& rq, const value& ret,
+                                   std::int64_t retcode) {
+  if (!cfg_.job_cache) return;
+  const std::string user = rq.user && !rq.user->empty() ? *rq.user : "root";
+  value fun_args = rq.arg.is_array() ? rq.arg : value::array();
+  if (rq.kwarg.is_object() && !rq.kwarg.empty()) fun_args.push_back(rq.kwarg);
+  value data = {{"fun", "runner." + rq.fun}, {"jid", jid}, {"user", user}, {"fun_args", fun_args}, {"return", ret},
+                {"success", retcode == 0}};
+  if (retcode != 0) data["retcode"] = retcode;
+  value load = {{"id", cfg_.id}, {"tgt", cfg_.id}, {"jid", jid}, {"return", data}, {"fun", "runner." + rq.fun},
+                {"user", user}};
+  auto& store = jobs_->store();
+  if (auto r = store.save_load(jid, load, {}); !r) {
+    spdlog::warn("runner {}: the job {} was not stored: {}", rq.fun, jid, r.error().message());
+    return;
+  }
+  value ret_load = {{"id", cfg_.id}, {"jid", jid}, {"fun", "runner." + rq.fun}, {"return", data},
+                    {"success", retcode == 0}};
+  if (auto r = store.record_return(jid, cfg_.id, ret_load); !r)
+    spdlog::warn("runner {}: the return of job {} was not stored: {}", rq.fun, jid, r.error().message());
 }
 
 }  // namespace sylvite::master

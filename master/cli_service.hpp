@@ -17,6 +17,7 @@
 #include "core/wire/value.hpp"
 #include "master/cluster_node.hpp"
 #include "master/event_hub.hpp"
+#include "master/ipc_protocol.hpp"
 #include "master/job_service.hpp"
 #include "master/key_service.hpp"
 #include "master/services.hpp"
@@ -40,6 +41,7 @@ class cli_service {
   struct cli_state;
   void cli_publish(const wire::value& body, std::shared_ptr<cli_reply> out);
   void cli_runner(const wire::value& body, std::shared_ptr<cli_reply> out);
+  void store_runner_job(const std::string& jid, const ipc::runner& rq, const wire::value& ret, std::int64_t retcode);
   bool spawn_cli(std::function<void()> fn);
   void init_cli();
   std::vector<std::string> ping_all(std::chrono::seconds timeout);

@@ -72,7 +72,7 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
   // Runners get positional args and kwargs apart (parse_input(condition=False)).
   std::vector<std::string> rest(positional.begin() + 1, positional.end());
   auto in = parse_input_split(rest, no_parse_set);
-  ipc::runner req{positional[0], in.args, in.kwargs, std::nullopt, std::nullopt};
+  ipc::runner req{positional[0], in.args, in.kwargs, std::nullopt, std::nullopt, env.user()};
   if (timeout > 0) req.timeout = timeout;
   if (!jid.empty()) req.jid = jid;
 
