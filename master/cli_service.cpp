@@ -493,7 +493,8 @@ void cli_service::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
 std::vector<std::string> cli_service::ping_all(std::chrono::seconds timeout) {
   value got = collect("test.ping", timeout);
   std::vector<std::string> out;
-  for (auto it = got.begin(); it != got.end(); ++it) out.push_back(it.key());
+  for (auto it = got.begin(); it != got.end(); ++it)
+    if (!it->contains("failed")) out.push_back(it.key());
   return out;
 }
 
@@ -519,6 +520,10 @@ value cli_service::collect(const std::string& fun, std::chrono::seconds timeout)
       }
       if (std::includes(got.begin(), got.end(), expected.begin(), expected.end())) break;
     }
+    // Expected minions that did not answer: {"failed": true}, as Salt's LocalClient.cmd
+    // reports them (manage.versions lists them as "Minion offline").
+    for (const auto& id : expected)
+      if (!got.contains(id)) out[id] = value{{"failed", true}};
   }
   hub_.unsubscribe(sub);
   return out;

@@ -45,7 +45,8 @@ class cli_service {
   bool spawn_cli(std::function<void()> fn);
   void init_cli();
   std::vector<std::string> ping_all(std::chrono::seconds timeout);
-  // Publish fun to every minion; {id: return event data} of those that answered in time.
+  // Publish fun to every minion; {id: return event data}, {"failed": true} for an
+  // expected minion that did not answer in time.
   wire::value collect(const std::string& fun, std::chrono::seconds timeout);
   bool clustered() const noexcept { return cfg_.cluster_id.has_value(); }
   std::vector<std::string> connected_ids() const;

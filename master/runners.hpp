@@ -56,7 +56,8 @@ struct runner_context {
   // The master's config (file_roots, fileserver_backend, publish_port, cachedir); may be null.
   const config::master_config* cfg = nullptr;
   // Publish fun (no args) to every accepted minion, wait up to timeout (or until all
-  // expected answered); {id: the return event's data ({"return", "retcode", ...})}.
+  // expected answered); {id: the return event's data ({"return", "retcode", ...})} and
+  // {id: {"failed": true}} for an expected minion that did not answer.
   std::function<wire::value(const std::string& fun, std::chrono::seconds timeout)> collect;
   // Grains of a minion from the minion data cache (null if unknown).
   std::function<wire::value(const std::string& id)> grains;

@@ -312,6 +312,7 @@ TEST(Runners, ManageVersions) {
     out["m3"] = {{"return", "9999.1"}, {"retcode", 0}};
     out["m4"] = {{"return", "'test.version' is not available."}, {"retcode", 1}};
     out["m5"] = {{"return", "3007.0rc1"}, {"retcode", 0}};
+    out["m6"] = {{"failed", true}};  // expected, did not answer
     return out;
   };
   auto v = master::run_runner(fx.ctx, "manage.versions", args(), no_kw);
@@ -322,6 +323,7 @@ TEST(Runners, ManageVersions) {
   EXPECT_EQ(v.ret["Minion requires update"]["m5"], "3007.0rc1");
   EXPECT_EQ(v.ret["Minion newer than master"]["m3"], "9999.1");
   EXPECT_EQ(v.ret["Minion offline"]["m4"], false);
+  EXPECT_EQ(v.ret["Minion offline"]["m6"], false);
   fx.ctx.collect = nullptr;
   wire::value only = wire::value::object();
   only["Master"] = sylvite::salt_compat_version;
