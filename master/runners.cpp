@@ -104,6 +104,15 @@ runner_outcome fail(std::string msg) {
   return o;
 }
 
+// Salt's answer to a function it does not have: the message, and exit code 0 (salt-run
+// 3008.5 exits 0: the error is only printed; checked by the interop differential test).
+runner_outcome not_available(const std::string& fun) {
+  runner_outcome o;
+  o.ret = "'" + fun + "' is not available.";
+  o.retcode = 0;
+  return o;
+}
+
 runner_outcome missing(const std::string& fun, const std::string& p) {
   auto dot = fun.find('.');
   return fail("Passed invalid arguments: " + fun.substr(dot + 1) + "() missing 1 required positional argument: '" + p +
@@ -952,7 +961,7 @@ runner_outcome run_runner(const runner_context& ctx, const std::string& fun, con
     static const std::set<std::string> sync_params = {"saltenv", "extmod_whitelist", "extmod_blacklist"};
     const bool is_sync = sync_runner(fun);
     auto k = known().find(fun);
-    if (k == known().end() && !is_sync) return fail("'" + fun + "' is not available.");
+    if (k == known().end() && !is_sync) return not_available(fun);
     call_args a = split_args(args, kwargs, is_sync ? sync_params : k->second);
     runner_outcome o;
     if (fun == "jobs.active") return jobs_active(ctx, a);
@@ -1002,7 +1011,7 @@ runner_outcome run_runner(const runner_context& ctx, const std::string& fun, con
       o.ret = list_not_state(ctx, subset_of(a));
       return o;
     }
-    return fail("'" + fun + "' is not available.");
+    return not_available(fun);
   } catch (const std::exception& e) {
     spdlog::error("runner {} failed: {}", fun, e.what());
     return fail("Exception occurred in runner " + fun + ": " + e.what());

@@ -27,8 +27,9 @@
 //   manage.status [tgt] [tgt_type] [timeout=] -> {"up": [...], "down": [...]} (sorted)
 //   manage.up / manage.down -> sorted list; manage.present / not_present [subset=]
 //       -> connected ids / accepted ids not connected (sorted)
-// Errors: retcode 1 and a message string ("'x.y' is not available.", "Passed invalid
-// arguments: lookup_jid() missing 1 required positional argument: 'jid'.").
+// Errors: retcode 1 and a message string ("Passed invalid arguments: lookup_jid() missing
+// 1 required positional argument: 'jid'."); an unknown runner: "'x.y' is not available."
+// with retcode 0, as salt-run 3008.5 exits.
 // Thread-safety: call from a worker thread; the context callbacks are thread-safe.
 #pragma once
 #include <chrono>
