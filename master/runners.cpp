@@ -11,8 +11,9 @@
 //   cached), as Salt with no cache.
 // Arguments: positional `args`, keyword `kwargs`; a positional "name=value" string for a
 // known parameter name counts as a keyword (what salt-run's parse_input does).
-// Errors (retcode 1) use Salt's texts: "'<fun>' is not available." and
-// "Passed invalid arguments: <fun>() missing 1 required positional argument: '<p>'.".
+// Errors (retcode 1) use Salt's texts: "Passed invalid arguments: <fun>() missing 1
+// required positional argument: '<p>'."; an unknown runner is "'<fun>' is not available."
+// with retcode 0 (salt-run 3008.5's exit code).
 // Thread-safety: stateless; the context's callbacks must be thread-safe.
 #include "master/runners.hpp"
 
