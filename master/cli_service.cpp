@@ -492,27 +492,42 @@ void cli_service::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
 }
 
 std::vector<std::string> cli_service::ping_all(std::chrono::seconds timeout) {
+  value got = collect("test.ping", timeout);
+  std::vector<std::string> out;
+  for (auto it = got.begin(); it != got.end(); ++it)
+    if (!it->contains("failed")) out.push_back(it.key());
+  return out;
+}
+
+value cli_service::collect(const std::string& fun, std::chrono::seconds timeout) {
   publish_request req;
   req.tgt = "*";
-  req.fun = "test.ping";
+  req.fun = fun;
   req.jid = new_jid();
   auto q = std::make_shared<event_queue>();
   auto sub = hub_.subscribe_jid(req.jid, [q](const std::string& tag, const value& d) { q->push(tag, d); });
   auto res = publish(req);
   std::set<std::string> got;
+  value out = value::object();
   if (res.error.empty()) {
     std::set<std::string> expected(res.minions.begin(), res.minions.end());
     const auto deadline = steady::now() + timeout;
     while (steady::now() < deadline && !(cli_ && cli_->stopping)) {
       for (auto& [tag, data] : q->take(deadline)) {
         auto id = ret_id_of(tag);
-        if (!id.empty()) got.insert(id);
+        if (id.empty() || got.contains(id)) continue;  // the first return wins
+        got.insert(id);
+        out[id] = data;
       }
       if (std::includes(got.begin(), got.end(), expected.begin(), expected.end())) break;
     }
+    // Expected minions that did not answer: {"failed": true}, as Salt's LocalClient.cmd
+    // reports them (manage.versions lists them as "Minion offline").
+    for (const auto& id : expected)
+      if (!got.contains(id)) out[id] = value{{"failed", true}};
   }
   hub_.unsubscribe(sub);
-  return {got.begin(), got.end()};
+  return out;
 }
 
 void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) {
@@ -562,10 +577,20 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
   ctx.keys = &keys_->store();
   ctx.connected_ids = [this] { return connected_ids(); };
   ctx.ping_all = [this](std::chrono::seconds t) { return ping_all(t); };
+  ctx.collect = [this](const std::string& f, std::chrono::seconds t) { return collect(f, t); };
+  ctx.cfg = &cfg_;
+  // The minion data cache on disk (grains for manage.* show_ip), read on demand.
+  auto mdata = std::make_shared<minion_data_cache>(cfg_.cachedir, cfg_.minion_data_cache);
+  ctx.grains = [mdata](const std::string& id) -> value {
+    auto e = mdata->get(id);
+    return e ? e->grains : value(nullptr);
+  };
   // salt-run -t: the runner's timeout (manage.up and friends), as Salt's opts["timeout"].
   ctx.timeout = rq->timeout && *rq->timeout > 0 ? static_cast<int>(std::min<std::int64_t>(*rq->timeout, 86400))
                                                 : cfg_.timeout;
+  const std::string jid = new_jid();
   auto outcome = run_runner(ctx, *fun, rq->arg, rq->kwarg);
+  store_runner_job(jid, *rq, outcome.ret, outcome.retcode);
   reply(outcome.ret, outcome.retcode);
 }
 
@@ -699,6 +724,32 @@ void cli_service::cli_state_event(const value& args, const value& kwargs, std::s
   hub_.unsubscribe(sub);
   if (shed_logged) spdlog::warn("salt-run state.event ended: {} event(s) were shed for it", shed_logged);
   if (out->alive()) reply(nullptr, 0);
+}
+
+// Salt stores every salt-run call as a job of the master (salt/client/mixins.py low() ->
+// salt.utils.job.store_job): load {"id", "tgt": master id, "jid", "return": data,
+// "fun": "runner.<fun>", "user"} and the return under the master's id. jobs.list_jobs
+// then lists them (Function runner.<fun>, Target <id>, Target-type list), as on Salt.
+void cli_service::store_runner_job(const std::string& jid, const ipc::runner& rq, const value& ret,
+                                   std::int64_t retcode) {
+  if (!cfg_.job_cache) return;
+  const std::string user = rq.user && !rq.user->empty() ? *rq.user : "root";
+  value fun_args = rq.arg.is_array() ? rq.arg : value::array();
+  if (rq.kwarg.is_object() && !rq.kwarg.empty()) fun_args.push_back(rq.kwarg);
+  value data = {{"fun", "runner." + rq.fun}, {"jid", jid}, {"user", user}, {"fun_args", fun_args}, {"return", ret},
+                {"success", retcode == 0}};
+  if (retcode != 0) data["retcode"] = retcode;
+  value load = {{"id", cfg_.id}, {"tgt", cfg_.id}, {"jid", jid}, {"return", data}, {"fun", "runner." + rq.fun},
+                {"user", user}};
+  auto& store = jobs_->store();
+  if (auto r = store.save_load(jid, load, {}); !r) {
+    spdlog::warn("runner {}: the job {} was not stored: {}", rq.fun, jid, r.error().message());
+    return;
+  }
+  value ret_load = {{"id", cfg_.id}, {"jid", jid}, {"fun", "runner." + rq.fun}, {"return", data},
+                    {"success", retcode == 0}};
+  if (auto r = store.record_return(jid, cfg_.id, ret_load); !r)
+    spdlog::warn("runner {}: the return of job {} was not stored: {}", rq.fun, jid, r.error().message());
 }
 
 }  // namespace sylvite::master

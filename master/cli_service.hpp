@@ -17,6 +17,7 @@
 #include "core/wire/value.hpp"
 #include "master/cluster_node.hpp"
 #include "master/event_hub.hpp"
+#include "master/ipc_protocol.hpp"
 #include "master/job_service.hpp"
 #include "master/key_service.hpp"
 #include "master/services.hpp"
@@ -42,9 +43,13 @@ class cli_service {
   void cli_runner(const wire::value& body, std::shared_ptr<cli_reply> out);
   // salt-run state.event: streams the bus's matching events to the CLI (events part).
   void cli_state_event(const wire::value& args, const wire::value& kwargs, std::shared_ptr<cli_reply> out);
+  void store_runner_job(const std::string& jid, const ipc::runner& rq, const wire::value& ret, std::int64_t retcode);
   bool spawn_cli(std::function<void()> fn);
   void init_cli();
   std::vector<std::string> ping_all(std::chrono::seconds timeout);
+  // Publish fun to every minion; {id: return event data}, {"failed": true} for an
+  // expected minion that did not answer in time.
+  wire::value collect(const std::string& fun, std::chrono::seconds timeout);
   bool clustered() const noexcept { return cfg_.cluster_id.has_value(); }
   std::vector<std::string> connected_ids() const;
   publish_result publish(const publish_request& req) { return jobs_->publish(req); }

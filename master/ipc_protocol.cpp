@@ -127,6 +127,7 @@ decoded<request> decode_runner(const value& b) {
   if (auto k = shaped_field(b, "kwarg", false, cmd, err)) r.kwarg = std::move(*k);
   r.timeout = int_field(b, "timeout", cmd, err);
   r.jid = text_field(b, "jid", cmd, err);
+  r.user = text_field(b, "user", cmd, err);
   if (err) return decoded<request>::refuse(err->why);
   return decoded<request>::ok(std::move(r));
 }
@@ -207,6 +208,7 @@ value encode(const runner& r) {
   value b = {{"cmd", "runner"}, {"fun", r.fun}, {"arg", r.arg}, {"kwarg", r.kwarg}};
   if (r.timeout) b["timeout"] = *r.timeout;
   if (r.jid) b["jid"] = *r.jid;
+  if (r.user) b["user"] = *r.user;
   return b;
 }
 

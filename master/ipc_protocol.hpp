@@ -100,6 +100,7 @@ struct runner {
   wire::value kwarg = wire::value::object();
   std::optional<std::int64_t> timeout;
   std::optional<std::string> jid;
+  std::optional<std::string> user;  // who runs salt-run (the runner job's User in the job cache)
 };
 
 struct key_event {

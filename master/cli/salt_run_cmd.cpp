@@ -75,7 +75,7 @@ int salt_run_main(int argc, char** argv, cli_env& env) {
   auto in = parse_input_split(rest, no_parse_set);
   // state.event streams the bus until interrupted (master/cli/state_event.hpp).
   if (positional[0] == "state.event") return run_state_event(*cfg, in.args, in.kwargs, of, env);
-  ipc::runner req{positional[0], in.args, in.kwargs, std::nullopt, std::nullopt};
+  ipc::runner req{positional[0], in.args, in.kwargs, std::nullopt, std::nullopt, env.user()};
   if (timeout > 0) req.timeout = timeout;
   if (!jid.empty()) req.jid = jid;
 

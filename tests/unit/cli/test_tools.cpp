@@ -251,7 +251,8 @@ TEST(SaltRunTool, RunnerBodyAndRetcode) {
   m.final_reply = ipc::encode(ipc::runner_reply{value{{"up", value::array({"a"})}}, 3});
   auto r = run(cli::salt_run_main, {"salt-run", "-c", c.root.string(), "-t", "7", "manage.up", "1", "x=2"}, m);
   ASSERT_EQ(m.requests.size(), 1u);
-  EXPECT_EQ(m.requests[0].dump(), R"({"cmd":"runner","fun":"manage.up","arg":[1],"kwarg":{"x":2},"timeout":7})");
+  EXPECT_EQ(m.requests[0].dump(),
+            R"({"cmd":"runner","fun":"manage.up","arg":[1],"kwarg":{"x":2},"timeout":7,"user":"tester"})");
   EXPECT_EQ(r.out, "up:\n    - a\n");
   EXPECT_EQ(r.rc, 3);
 }

@@ -96,6 +96,12 @@ TEST(IpcGolden, KeyOrder) {
             R"({"cmd":"runner","fun":"manage.up","arg":[],"kwarg":{}})");
   EXPECT_EQ(ipc::encode(ipc::runner{"jobs.lookup_jid", value::array({J}), value{{"a", 1}}, 9, "j"}).dump(),
             R"({"cmd":"runner","fun":"jobs.lookup_jid","arg":["20240101010101010101"],"kwarg":{"a":1},"timeout":9,"jid":"j"})");
+  // salt-run's user (the runner job's User); decoded back.
+  auto withu = ipc::encode(ipc::runner{"jobs.active", value::array(), value::object(), std::nullopt, std::nullopt, "alice"});
+  EXPECT_EQ(withu.dump(), R"({"cmd":"runner","fun":"jobs.active","arg":[],"kwarg":{},"user":"alice"})");
+  auto du = ipc::decode_request(withu);
+  ASSERT_TRUE(du);
+  EXPECT_EQ(std::get<ipc::runner>(*du).user, std::optional<std::string>("alice"));
   EXPECT_EQ(ipc::encode(ipc::key_event{"accept", {"a", "b"}, std::nullopt}).dump(),
             R"({"cmd":"key_event","act":"accept","ids":["a","b"]})");
   ipc::local_return l;
