@@ -10,7 +10,7 @@
 #include "core/util/files.hpp"
 #include "master/reactor.hpp"
 #include "test_util.hpp"
-#include "tests/unit/master_services/fake_renderer.hpp"
+#include "tests/unit/support/fake_renderer.hpp"
 
 namespace sylvite::test {
 namespace {

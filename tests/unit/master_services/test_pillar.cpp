@@ -3,7 +3,7 @@
 // Files are rendered by test::fake_renderer (YAML and `{{ var }}` only).
 #include <gtest/gtest.h>
 
-#include "fake_renderer.hpp"
+#include "tests/unit/support/fake_renderer.hpp"
 #include "master/pillar.hpp"
 #include "test_util.hpp"
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/util/files.hpp"
-#include "fake_renderer.hpp"
+#include "tests/unit/support/fake_renderer.hpp"
 #include "master/pillar.hpp"
 #include "master/pillar_ext.hpp"
 #include "test_util.hpp"

@@ -78,10 +78,13 @@ TEST(Output, BinaryNotUtf8PrintsBytesRepr) {
 TEST(Output, QuietPrintsNothing) {
   EXPECT_EQ(out::display("quiet", value{{"m1", true}}), "");
   EXPECT_TRUE(out::known("quiet"));
-  EXPECT_FALSE(out::known("highstate"));
+  EXPECT_TRUE(out::known("highstate"));
+  EXPECT_FALSE(out::known("no_such_outputter"));
 }
 
 TEST(Output, UnknownFallsBackToNested) {
+  EXPECT_EQ(out::display("no_such_outputter", value{{"m1", true}}), "m1:\n    True\n");
+  // highstate on a return that is no state output: nested, as Salt's try_printout.
   EXPECT_EQ(out::display("highstate", value{{"m1", true}}), "m1:\n    True\n");
 }
 
