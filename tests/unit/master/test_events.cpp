@@ -4,7 +4,8 @@
 // cluster's "event" peer message routed with origin peer (never forwarded again).
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <cctype>
+
 
 #include "core/config/config.hpp"
 #include "core/render/render.hpp"
@@ -76,8 +77,16 @@ TEST(EventHub, local_events_get_a_python_isoformat_stamp) {
   hub.fire("a/b", value{{"x", 1}});
   ASSERT_TRUE(got.contains("_stamp"));
   EXPECT_EQ(got["x"], 1);
-  const std::regex iso(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00)");
-  EXPECT_TRUE(std::regex_match(got["_stamp"].get<std::string>(), iso)) << got.dump();
+  // YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00 (checked by hand: std::regex trips GCC 12's
+  // -Wmaybe-uninitialized in the sanitizer build)
+  auto iso = [](const std::string& s) {
+    const std::string shape = s.size() == 32 ? "dddd-dd-ddTdd:dd:dd.dddddd+00:00" : "dddd-dd-ddTdd:dd:dd+00:00";
+    if (s.size() != shape.size()) return false;
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if (shape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(s[i])) : s[i] != shape[i]) return false;
+    return true;
+  };
+  EXPECT_TRUE(iso(got["_stamp"].get<std::string>())) << got.dump();
   // a peer's event keeps its master's stamp
   hub.fire("a/b", value{{"_stamp", "2020-01-01T00:00:00.000001+00:00"}}, {}, master::event_hub::origin::peer);
   EXPECT_EQ(got["_stamp"], "2020-01-01T00:00:00.000001+00:00");
