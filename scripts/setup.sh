@@ -19,6 +19,7 @@ packages=(
   glusterfs-server glusterfs-client
   haproxy
   libzmq3-dev cppzmq-dev
+  libpam0g-dev chromium chromium-driver
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -58,7 +59,9 @@ SALT_V2_VERSION=${SALT_V2_VERSION:-3007.3}
 salt_venv "$build/venv-3007" "$SALT_V2_VERSION"
 
 # Test tools in the same venv (cheap when already there).
-if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq" 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq
+# salt-pepper, selenium and CherryPy (real salt-api) for the REST API and console tests.
+if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq \
+    salt-pepper selenium cherrypy
 fi
 echo "setup: ok ($("$venv/bin/salt-call" --version))"
