@@ -24,6 +24,7 @@
 #include "core/match/match.hpp"
 #include "core/pki/key_store.hpp"
 #include "core/util/files.hpp"
+#include "core/wire/function_list.hpp"
 #include "core/wire/msgpack.hpp"
 
 namespace sylvite::master {
@@ -183,27 +184,10 @@ value mine_store::handle_get(const value& load) {
 }
 
 value mine_store::get(const std::string& requester, const value& tgt, const value& fun, const std::string& tgt_type_in) {
-  std::vector<std::string> functions;
-  bool ret_dict = false;
-  if (auto s = wire::as_text(fun)) {
-    std::set<std::string> uniq;
-    std::string f(*s);
-    std::size_t pos = 0;
-    for (;;) {
-      auto c = f.find(',', pos);
-      uniq.insert(f.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
-      if (c == std::string::npos) break;
-      pos = c + 1;
-    }
-    functions.assign(uniq.begin(), uniq.end());
-    ret_dict = functions.size() > 1;
-  } else if (fun.is_array()) {
-    for (const auto& f : fun)
-      if (auto t = wire::as_text(f)) functions.emplace_back(*t);
-    ret_dict = true;
-  } else {
-    return value::object();
-  }
+  auto fl = wire::function_list(fun);
+  if (!fl) return value::object();
+  std::vector<std::string> functions = std::move(fl->functions);
+  const bool ret_dict = fl->keyed;
 
   // The master's mine_get ACL: {regex on requester: [regexes on functions]}.
   if (!opt_.mine_get_acl.is_null()) {

@@ -24,6 +24,7 @@
 
 #include "core/match/match.hpp"
 #include "core/util/files.hpp"
+#include "core/wire/function_list.hpp"
 #include "core/wire/msgpack.hpp"
 #include "minion/modules.hpp"
 
@@ -195,29 +196,6 @@ fn_result mine_store(call_context& ctx, const wire::value& mine_data, bool clear
   return wire::value(send_to_master(ctx, std::move(load)));
 }
 
-// salt.modules.mine.get's function list: (functions, answer keyed by function?)
-std::optional<std::pair<std::vector<std::string>, bool>> function_list(const wire::value& fun) {
-  if (auto s = wire::as_text(fun)) {
-    std::set<std::string> uniq;
-    std::string f(*s);
-    std::size_t pos = 0;
-    for (;;) {
-      auto c = f.find(',', pos);
-      uniq.insert(f.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
-      if (c == std::string::npos) break;
-      pos = c + 1;
-    }
-    return std::make_pair(std::vector<std::string>(uniq.begin(), uniq.end()), uniq.size() > 1);
-  }
-  if (fun.is_array()) {
-    std::vector<std::string> out;
-    for (const auto& f : fun)
-      if (auto t = wire::as_text(f)) out.emplace_back(*t);
-    return std::make_pair(out, true);
-  }
-  return std::nullopt;
-}
-
 std::string text_of(const wire::value& v) {
   if (auto t = wire::as_text(v)) return std::string(*t);
   return v.is_null() ? std::string() : v.dump();
@@ -304,14 +282,14 @@ void register_mine_module(module_registry& r) {
                data = datastore_load(ctx).value("mine_cache", wire::value());
              }
              if (!data.is_object()) return ret;
-             auto fl = function_list(a["fun"]);
+             auto fl = wire::function_list(a["fun"]);
              if (!fl) return ret;
-             for (const auto& function : fl->first) {
+             for (const auto& function : fl->functions) {
                auto it = data.find(function);
                if (it == data.end()) continue;
                wire::value res = *it;
                if (it->is_object() && it->contains(acl_id)) res = it->value(acl_data, wire::value());
-               if (fl->second)
+               if (fl->keyed)
                  ret[function][id] = std::move(res);
                else
                  ret[id] = std::move(res);

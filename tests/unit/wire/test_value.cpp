@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "core/wire/function_list.hpp"
 #include "core/wire/value.hpp"
 #include "wire_test_util.hpp"
 
@@ -150,6 +151,32 @@ TEST(WireValue, IsUtf8Invalid) {
   EXPECT_FALSE(is_utf8(unhex("e2 82 28")));
   EXPECT_FALSE(is_utf8(unhex("f0 9f 98 28")));
   EXPECT_FALSE(is_utf8(std::string("abcdefghijklmnop") + "\xff"));  // after the fast path
+}
+
+}  // namespace
+}  // namespace sylvite::wire
+
+namespace sylvite::wire {
+namespace {
+
+TEST(WireValue, FunctionList) {
+  auto one = function_list(value("test.ping"));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->functions, (std::vector<std::string>{"test.ping"}));
+  EXPECT_FALSE(one->keyed);
+  auto two = function_list(value("b.x,a.y,b.x"));  // split, de-duplicated, sorted
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->functions, (std::vector<std::string>{"a.y", "b.x"}));
+  EXPECT_TRUE(two->keyed);
+  auto dup = function_list(value("a.y,a.y"));  // one function after de-duplication
+  ASSERT_TRUE(dup);
+  EXPECT_FALSE(dup->keyed);
+  auto list = function_list(value::array({"z.z", 3, "a.a"}));  // a list: text items, in order
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->functions, (std::vector<std::string>{"z.z", "a.a"}));
+  EXPECT_TRUE(list->keyed);
+  EXPECT_FALSE(function_list(value(42)));
+  EXPECT_FALSE(function_list(value::object()));
 }
 
 }  // namespace
