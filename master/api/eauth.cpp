@@ -498,6 +498,10 @@ decision eauth_service::check_publisher(const std::string& user, const std::stri
   return check_publisher(user, value(fun), value::array(), tgt, tgt_type);
 }
 
+value eauth_service::publisher_auth_list(const std::string& user) const {
+  return acl::publisher_auth_list(impl_->publisher_acl, user);
+}
+
 bool eauth_service::publisher_acl_configured() const {
   return !impl_->publisher_acl.empty() || !impl_->publisher_acl_blacklist.empty();
 }

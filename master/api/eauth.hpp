@@ -101,6 +101,9 @@ class eauth_service {
   // "Authentication error occurred." (user not in publisher_acl).
   decision check_publisher(const std::string& user, const wire::value& fun, const wire::value& arg,
                            const wire::value& tgt, const std::string& tgt_type) const;
+  // salt.utils.master.get_values_of_matching_keys(publisher_acl, user): the user's
+  // publisher_acl entries (empty: not in publisher_acl).
+  wire::value publisher_auth_list(const std::string& user) const;
   // True when publisher_acl or publisher_acl_blacklist is configured.
   bool publisher_acl_configured() const;
   // The perms salt-api's /login returns for who (netapi sum_permissions, then
