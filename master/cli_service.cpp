@@ -495,7 +495,8 @@ void cli_service::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
     auto d = eauth_->check_publisher(caller.name, p->fun, arg, p->tgt, p->tgt_type);
     if (!d.allowed) {
       // Salt's salt CLI prints the error's message as it is.
-      spdlog::warn("CLI publish of {} by {} refused: {}", p->fun.dump(), caller.name, d.reason);
+      spdlog::warn("CLI publish of {} by {} refused: {}",
+                   p->fun.dump(-1, ' ', false, value::error_handler_t::replace), caller.name, d.reason);
       out->reply(ipc::encode(ipc::error_reply{d.reason}));
       return;
     }

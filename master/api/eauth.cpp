@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <random>
 #include <set>
@@ -47,6 +48,30 @@ constexpr std::size_t max_logged = 4096;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string safe(std::string_view in);
+// A value as it goes into a log line (JSON, bounded; never throws on odd bytes).
+std::string show(const value& v) {
+  return safe(v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+}
+
+// A client-supplied text as it goes into a log line: control characters escaped (no
+// forged log lines), at most 128 bytes.
+std::string safe(std::string_view in) {
+  std::string out;
+  for (char c : in.substr(0, 128)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  if (in.size() > 128) out += "...";
+  return out;
 }
 
 bool valid_token_name(const std::string& t) {
@@ -191,7 +216,7 @@ struct eauth_service::impl {
   bool backend_auth(const std::string& eauth, const std::string& user, const std::string& password) const {
     if (eauth == "file") return backends::file_auth(*backend(eauth), user, password);
     if (eauth == "pam") return backends::pam_auth(pam_service, user, password);
-    spdlog::warn("eauth: backend \"{}\" is configured but not available (pam and file are)", eauth);
+    spdlog::warn("eauth: backend \"{}\" is configured but not available (pam and file are)", safe(eauth));
     return false;
   }
 
@@ -235,7 +260,7 @@ struct eauth_service::impl {
   std::optional<token_data> load_token(const std::string& tok) const;
 };
 
-std::optional<token_data> eauth_service::impl::load_token(const std::string& tok) const {
+std::optional<token_data> eauth_service::impl::load_token(const std::string& tok) const try {
   fs::path p = token_path(tok);
   auto data = util::read_file_nofollow(p, max_token_file);
   if (!data && data.error() == util::errc::not_found) {
@@ -298,6 +323,9 @@ std::optional<token_data> eauth_service::impl::load_token(const std::string& tok
   bool in_table = false;
   td.who = make_identity(std::string(*eauth), std::string(*name), std::move(groups), &in_table);
   return td;
+} catch (const std::exception& e) {
+  warn_once(tok, "eauth: token {} refused: {}", tok, e.what());
+  return std::nullopt;
 }
 
 eauth_service::eauth_service(const config::master_config& cfg, target_expander expand) : impl_(std::make_unique<impl>()) {
@@ -342,13 +370,13 @@ std::optional<identity> eauth_service::authenticate(const std::string& eauth, co
   const auto start = std::chrono::steady_clock::now();
   if (!impl_->backend(eauth)) {
     spdlog::warn("eauth: the eauth system \"{}\" is not enabled; authentication failure of type \"eauth\" for user {}",
-                 eauth, username);
+                 safe(eauth), safe(username));
     return std::nullopt;
   }
   if (username.empty() || username.size() > 256 || password.size() > 4096 ||
       !impl_->backend_auth(eauth, username, password)) {
     impl_->pad_failure(start);
-    spdlog::warn("eauth: authentication failure of type \"eauth\" occurred for user {} (backend {})", username, eauth);
+    spdlog::warn("eauth: authentication failure of type \"eauth\" occurred for user {} (backend {})", safe(username), safe(eauth));
     return std::nullopt;
   }
   bool in_table = false;
@@ -358,7 +386,7 @@ std::optional<identity> eauth_service::authenticate(const std::string& eauth, co
     // eauth.hpp (a user the table does not name can do nothing anyway).
     spdlog::warn("eauth: user {} authenticated through {} but external_auth:{} names neither the user, one of "
                  "the user's groups, nor '*': refused",
-                 username, eauth, eauth);
+                 safe(username), safe(eauth), safe(eauth));
     return std::nullopt;
   }
   return who;
@@ -371,7 +399,7 @@ value eauth_service::login_perms(const identity& who) const {
 
 std::optional<token_data> eauth_service::mint_token(const identity& who) const {
   if (!impl_->backend(who.eauth)) {
-    spdlog::warn("eauth: no token for {}: eauth system \"{}\" is not enabled", who.name, who.eauth);
+    spdlog::warn("eauth: no token for {}: eauth system \"{}\" is not enabled", safe(who.name), safe(who.eauth));
     return std::nullopt;
   }
   token_data td;
@@ -431,7 +459,7 @@ void eauth_service::delete_token(const std::string& token) const {
   impl_->remove_token_file(impl_->legacy_token_path(token));
 }
 
-decision eauth_service::check(const identity& who, const value& chunk) const {
+decision eauth_service::check(const identity& who, const value& chunk) const try {
   if (!chunk.is_object()) return refuse(refusal::bad_request, "lowstate chunk is not a map");
   auto client = wire::get_text(chunk, "client");
   if (!client) return refuse(refusal::bad_request, "lowstate chunk has no client");
@@ -458,8 +486,8 @@ decision eauth_service::check(const identity& who, const value& chunk) const {
       args = condition_input(wire::find(chunk, "arg"), wire::find(chunk, "kwarg"));
     }
     if (acl::auth_check(who.perms, *fun, args, minions, {"saltutil.find_job"}, impl_->expander())) return allow();
-    spdlog::warn("eauth: authorization failure: user {} ({}) may not run {} on {} ({}, {} minions)", who.name,
-                 who.eauth, fun->dump(), tgt->dump(), tgt_type, minions.size());
+    spdlog::warn("eauth: authorization failure: user {} ({}) may not run {} on {} ({}, {} minions)", safe(who.name),
+                 safe(who.eauth), show(*fun), show(*tgt), safe(tgt_type), minions.size());
     return refuse(refusal::forbidden, "Authorization error occurred.");
   }
 
@@ -478,19 +506,22 @@ decision eauth_service::check(const identity& who, const value& chunk) const {
     const value* k = wire::find(chunk, "kwarg");
     args = k ? *k : value::object();
   } else {
-    spdlog::warn("eauth: user {} asked for unknown client {}: refused", who.name, cl);
+    spdlog::warn("eauth: user {} asked for unknown client {}: refused", safe(who.name), safe(cl));
     return refuse(refusal::bad_request, "unknown client " + cl);
   }
   if (f.empty()) return refuse(refusal::bad_request, "lowstate chunk has no fun");
   switch (acl::spec_check(who.perms, f, args, form)) {
     case acl::spec_result::allow: return allow();
     case acl::spec_result::syntax_error:
-      spdlog::warn("eauth: user {} sent {} fun {}: not module.function", who.name, cl, f);
+      spdlog::warn("eauth: user {} sent {} fun {}: not module.function", safe(who.name), safe(cl), safe(f));
       return refuse(refusal::bad_request, "A command invocation error occurred: Check syntax.");
     case acl::spec_result::deny: break;
   }
-  spdlog::warn("eauth: authorization failure: user {} ({}) may not run {} {}", who.name, who.eauth, form, f);
+  spdlog::warn("eauth: authorization failure: user {} ({}) may not run {} {}", safe(who.name), safe(who.eauth), form, safe(f));
   return refuse(refusal::forbidden, user_fail);
+} catch (const std::exception& e) {
+  spdlog::warn("eauth: lowstate chunk of user {} refused: {}", safe(who.name), e.what());
+  return refuse(refusal::bad_request, "malformed lowstate chunk");
 }
 
 decision eauth_service::check_publisher(const std::string& user, const std::string& fun, const value& tgt,
@@ -513,19 +544,19 @@ decision eauth_service::check_publisher(const std::string& user, const value& fu
       acl::cmd_is_blacklisted(impl_->publisher_acl_blacklist, fun)) {
     spdlog::error("{} does not have permissions to run {}. Please contact your local administrator if you believe "
                   "this is in error.",
-                  user, fun.dump());
+                  safe(user), show(fun));
     return refuse(refusal::forbidden, "Authorization error occurred.");
   }
   // LoadAuth.authenticate_key: root and the master's own user are trusted as they are.
   if (user == "root" || user == impl_->master_user) return allow();
   value auth_list = acl::publisher_auth_list(impl_->publisher_acl, user);
   if (auth_list.empty()) {
-    spdlog::warn("publisher_acl: user {} is not in publisher_acl: authentication failure of type \"user\"", user);
+    spdlog::warn("publisher_acl: user {} is not in publisher_acl: authentication failure of type \"user\"", safe(user));
     return refuse(refusal::unauthorized, "Authentication error occurred.");
   }
   std::vector<std::string> minions = impl_->expand ? impl_->expand(tgt, tgt_type) : std::vector<std::string>{};
   if (acl::auth_check(auth_list, fun, arg, minions, {"saltutil.find_job"}, impl_->expander())) return allow();
-  spdlog::warn("publisher_acl: authorization failure: user {} may not run {} on {} ({})", user, fun.dump(), tgt.dump(),
+  spdlog::warn("publisher_acl: authorization failure: user {} may not run {} on {} ({})", safe(user), show(fun), show(tgt),
                tgt_type);
   return refuse(refusal::forbidden, "Authorization error occurred.");
 }
