@@ -3,6 +3,8 @@
 // ACL decision for lowstate chunks of every client.
 #include <crypt.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -323,6 +325,50 @@ TEST_F(EauthService, HostileTokenFilesRefusedNeverCrash) {
   auto tok = s->mint_token(*who);
   ASSERT_TRUE(tok);
   EXPECT_TRUE(s->get_token(tok->token));
+}
+
+TEST_F(EauthService, HostileTokenLoggedOnce) {
+  std::string t = R"({"file": {"^filename": ")" + users() + R"(", "dean": [".*"]}})";
+  auto s = make(t.c_str());
+  auto tdir = cfg.cachedir / "tokens";
+  fs::create_directories(tdir / "c1.p");  // a directory where a token file should be
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto prev = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(s->get_token("c1"));
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(s->get_token("../../etc/passwd"));
+  spdlog::set_default_logger(prev);
+  auto lines = sink->last_formatted();
+  int about_c1 = 0, about_name = 0;
+  for (const auto& l : lines) {
+    if (l.find("c1.p") != std::string::npos) ++about_c1;
+    if (l.find("malformed token") != std::string::npos) ++about_name;
+    EXPECT_EQ(l.find("passwd"), std::string::npos) << l;  // a bad name is not echoed
+  }
+  EXPECT_EQ(about_c1, 1);
+  EXPECT_EQ(about_name, 1);
+}
+
+TEST_F(EauthService, PasswordNeverLogged) {
+  std::string t = R"({"file": {"^filename": ")" + users() + R"(", "dean": [".*"]}})";
+  auto s = make(t.c_str());
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto prev = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  spdlog::set_level(spdlog::level::trace);
+  EXPECT_FALSE(s->authenticate("file", "dean", "Sekr1t-wrong"));
+  EXPECT_FALSE(s->authenticate("file", "dean\nforged line", "Sekr1t-wrong"));
+  EXPECT_FALSE(s->authenticate("pam", "dean", "Sekr1t-wrong"));
+  EXPECT_TRUE(s->authenticate("file", "dean", "goneFishing"));
+  spdlog::set_default_logger(prev);
+  spdlog::set_level(spdlog::level::info);
+  auto lines = sink->last_formatted();
+  EXPECT_FALSE(lines.empty());
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find("Sekr1t"), std::string::npos) << l;
+    EXPECT_EQ(l.find("goneFishing"), std::string::npos) << l;
+    EXPECT_EQ(l.find("\nforged"), std::string::npos) << l;  // escaped, one line
+  }
 }
 
 TEST_F(EauthService, CheckLowstateChunks) {
