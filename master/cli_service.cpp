@@ -8,7 +8,9 @@
 // its timers, saltutil.find_job rounds, the CLI connection's liveness.
 // Thread-safety: handle_cli from any thread; shutdown() finishes the waits (each CLI gets
 // its {"done"} reply) and joins the threads.
+#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -264,6 +266,8 @@ struct cli_service::cli_state {
 cli_service::cli_service(const config::master_config& cfg, master_links& links, event_hub& hub, key_service& keys,
                          job_service& jobs, cluster_node& cluster)
     : cfg_(cfg), links_(links), hub_(hub), keys_(&keys), jobs_(&jobs), cluster_(&cluster) {
+  eauth_ = std::make_unique<api::eauth_service>(
+      cfg, [this](const value& tgt, const std::string& tgt_type) { return jobs_->check_minions(tgt, tgt_type); });
   init_cli();
 }
 
@@ -398,6 +402,28 @@ publish_request to_publish_request(const ipc::publish& p) {
   return req;
 }
 
+// Who calls over the CLI socket, for publisher_acl (Salt: ClearFuncs.publish with the
+// "user" auth type; LoadAuth.authenticate_key). The kernel's peer credentials decide, not
+// the "user" the client writes: root (uid 0) and the master's own user are trusted (their
+// claimed user name is kept: "root", or sudo's "sudo_<user>"); anyone else is the user
+// name of their uid. An in-process caller (no socket) is trusted with its claimed name.
+struct cli_caller {
+  std::string name;
+  bool trusted = true;
+};
+
+cli_caller caller_of(const cli_reply& out, const std::string& claimed) {
+  auto uid = out.peer_uid();
+  if (!uid) return {claimed, true};
+  if (*uid == 0 || *uid == static_cast<std::uint32_t>(::geteuid())) return {claimed.empty() ? "root" : claimed, true};
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* res = nullptr;
+  if (::getpwuid_r(static_cast<uid_t>(*uid), &pw, buf.data(), buf.size(), &res) == 0 && res && res->pw_name)
+    return {res->pw_name, false};
+  return {"uid " + std::to_string(*uid), false};
+}
+
 void refuse_cli(const std::shared_ptr<cli_reply>& out, const std::string& cmd, const std::string& why) {
   spdlog::warn("CLI request '{}' refused: {}", cmd, why);
   out->reply(ipc::encode(ipc::error_reply{why}));
@@ -420,6 +446,11 @@ void cli_service::handle(const value& body, std::shared_ptr<cli_reply> out) {
       fn = [this, body, out] { cli_publish(body, out); };
     } else if (std::holds_alternative<ipc::runner>(*req)) {
       fn = [this, body, out] { cli_runner(body, out); };
+    } else if (!std::holds_alternative<ipc::runner>(*req) && !caller_of(*out, "root").trusted) {
+      // salt-key's key events and salt-call's local returns: the key and job files they
+      // stand for are root's (or the master user's) to write.
+      refuse_cli(out, ipc::command_of(body), "Authentication failure of type \"user\" occurred");
+      return;
     } else if (auto* k = std::get_if<ipc::key_event>(&*req)) {
       fn = [this, k = *k, out] {
         bool rotated = keys_->key_event(k.act, k.ids, k.rotate.value_or(true));
@@ -449,6 +480,28 @@ void cli_service::cli_publish(const value& body, std::shared_ptr<cli_reply> out)
     return;
   }
   publish_request req = to_publish_request(*p);
+  {
+    // publisher_acl_blacklist for everyone, publisher_acl for callers other than root and
+    // the master's user (ClearFuncs.publish). The load's arg as Salt's auth_check sees it:
+    // the kwargs ride in a trailing {"__kwarg__": true, ...} map.
+    cli_caller caller = caller_of(*out, p->user);
+    value arg = p->arg.is_array() ? p->arg : value::array();
+    if (p->kwarg && p->kwarg->is_object() && !p->kwarg->empty()) {
+      value kw = value::object();
+      kw["__kwarg__"] = true;
+      for (auto it = p->kwarg->begin(); it != p->kwarg->end(); ++it) kw[it.key()] = it.value();
+      arg.push_back(std::move(kw));
+    }
+    auto d = eauth_->check_publisher(caller.name, p->fun, arg, p->tgt, p->tgt_type);
+    if (!d.allowed) {
+      // Salt's salt CLI prints the error's message as it is.
+      spdlog::warn("CLI publish of {} by {} refused: {}",
+                   p->fun.dump(-1, ' ', false, value::error_handler_t::replace), caller.name, d.reason);
+      out->reply(ipc::encode(ipc::error_reply{d.reason}));
+      return;
+    }
+    if (!caller.trusted) req.user = caller.name;  // job records name the real caller
+  }
   int timeout = cfg_.timeout;
   if (p->timeout && *p->timeout > 0) timeout = static_cast<int>(std::min<std::int64_t>(*p->timeout, 86400));
   if (req.jid.empty()) req.jid = new_jid();
@@ -538,6 +591,15 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
     return;
   }
   auto reply = [&out](value ret, std::int64_t rc) { out->reply(ipc::encode(ipc::runner_reply{std::move(ret), rc})); };
+  if (cli_caller caller = caller_of(*out, rq->user.value_or("root")); !caller.trusted) {
+    // Salt (ClearFuncs.runner, "user" auth): a caller other than root and the master's
+    // user needs publisher_acl entries; with any, every runner is open to them.
+    if (eauth_->publisher_auth_list(caller.name).empty()) {
+      spdlog::warn("CLI runner {} by {} refused: not in publisher_acl", rq->fun, caller.name);
+      out->reply(ipc::encode(ipc::error_reply{"Authentication failure of type \"user\" occurred"}));
+      return;
+    }
+  }
   const std::string* fun = &rq->fun;
   if (*fun == "cluster.peers") {
     // Peer links of this master (state, queue, last error): the operator's view of the bus.

@@ -15,6 +15,7 @@
 
 #include "core/config/config.hpp"
 #include "core/wire/value.hpp"
+#include "master/api/eauth.hpp"
 #include "master/cluster_node.hpp"
 #include "master/event_hub.hpp"
 #include "master/ipc_protocol.hpp"
@@ -61,6 +62,8 @@ class cli_service {
   job_service* jobs_;
   cluster_node* cluster_;
   std::unique_ptr<cli_state> cli_;
+  // publisher_acl / publisher_acl_blacklist for the salt CLI (eauth part of issue 19).
+  std::unique_ptr<api::eauth_service> eauth_;
 };
 
 }  // namespace sylvite::master

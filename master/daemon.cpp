@@ -150,6 +150,7 @@ class cli_adapter final : public cli_reply {
   void reply(value body) override { r_->reply(std::move(body)); }
   bool push(value body) override { return r_->push(std::move(body)); }
   bool alive() const override { return r_->alive(); }
+  std::optional<std::uint32_t> peer_uid() const override { return r_->peer().uid; }
 
  private:
   std::shared_ptr<transport::responder> r_;

@@ -17,12 +17,12 @@ sylvite_library(sylvite_master
     ${CMAKE_CURRENT_LIST_DIR}/cli_service.cpp
     ${CMAKE_CURRENT_LIST_DIR}/reactor.cpp
   HEADERS ${CMAKE_CURRENT_LIST_DIR}/services.hpp
-  DEPS sylvite::master_services sylvite::master_ipc sylvite::cluster sylvite::lb_admin sylvite::config sylvite::pki
+  DEPS sylvite::master_services sylvite::master_ipc sylvite::master_api sylvite::cluster sylvite::lb_admin sylvite::config sylvite::pki
        sylvite::match sylvite::crypto sylvite::wire sylvite::util Threads::Threads)
 
 sylvite_library(sylvite_master_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp ${CMAKE_CURRENT_LIST_DIR}/event_publisher.cpp
-  DEPS sylvite::master sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
+  DEPS sylvite::master sylvite::master_api sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
 
 sylvite_executable(salt-master
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/main.cpp

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ class cli_reply {
   virtual void reply(wire::value body) = 0;       // final frame, once
   virtual bool push(wire::value body) = 0;        // non-final frame; false if gone
   virtual bool alive() const = 0;
+  // The caller's uid from the Unix socket's peer credentials (SO_PEERCRED); nullopt when
+  // not known (an in-process caller). publisher_acl decides on it, never on the "user"
+  // the client writes in its request.
+  virtual std::optional<std::uint32_t> peer_uid() const { return std::nullopt; }
 };
 
 // The cluster peer bus as the core sees it (implemented over cluster::peer_bus).

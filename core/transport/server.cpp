@@ -681,6 +681,16 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
   error_code pec;
   auto rep = sock.remote_endpoint(pec);
   peer.address = pec ? std::string("unknown") : format_peer(rep.data(), rep.size());
+  if (!is_tcp_) {
+    // The CLI socket: who is calling, as the kernel knows it (publisher_acl needs the
+    // caller's uid, not the user name the client claims).
+    struct ucred cr {};
+    socklen_t crlen = sizeof cr;
+    if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0 && crlen == sizeof cr) {
+      peer.uid = static_cast<std::uint32_t>(cr.uid);
+      peer.gid = static_cast<std::uint32_t>(cr.gid);
+    }
+  }
   std::string source = source_of(peer.address);
   std::string refused;
   std::shared_ptr<server_session> s;

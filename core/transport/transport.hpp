@@ -111,6 +111,9 @@ std::uint64_t raise_open_files_limit() noexcept;
 struct peer_info {
   std::string address;  // "1.2.3.4:5678" or "unix"
   std::uint64_t conn_id = 0;
+  // Unix sockets: the connecting process's credentials (SO_PEERCRED at accept), which
+  // the kernel vouches for; nullopt on TCP or if the query failed.
+  std::optional<std::uint32_t> uid, gid;
 };
 
 // Answers one request. reply() may be called once from any thread; push() sends a

@@ -296,8 +296,13 @@ int salt_main(int argc, char** argv, cli_env& env) {
     if (!r.body) return down(r);
     std::string jid = "0";
     if (auto d = ipc::decode_async_publish_reply(*r.body)) {
-      if (auto* e = std::get_if<ipc::error_reply>(&*d)) (*env.out) << e->error << "\n";  // Salt prints it, jid stays 0
-      else jid = std::get<ipc::publish_head>(*d).jid;
+      if (auto* e = std::get_if<ipc::error_reply>(&*d)) {
+        (*env.out) << e->error << "\n";  // Salt prints it, jid stays 0
+        // publisher_acl refusals: Salt's CLI prints the message alone and exits 0.
+        if (e->error == "Authorization error occurred." || e->error == "Authentication error occurred.") return ex_ok;
+      } else {
+        jid = std::get<ipc::publish_head>(*d).jid;
+      }
     }
     (*env.out) << "Executed command with job ID: " << jid << "\n";
     return ex_ok;
@@ -356,6 +361,8 @@ int salt_main(int argc, char** argv, cli_env& env) {
   if (fin) {
     if (auto* e = std::get_if<ipc::error_reply>(&*fin)) {
       (*env.out) << e->error << "\n";
+      // publisher_acl refusals: Salt's CLI prints the message alone and exits 0.
+      if (e->error == "Authorization error occurred." || e->error == "Authentication error occurred.") return ex_ok;
       if (!any_output) {
         (*env.err) << "ERROR: No return received\n";
         return ex_client_error;

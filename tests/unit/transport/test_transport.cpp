@@ -181,7 +181,10 @@ TEST(Transport, errc_category) {
 
 TEST(Transport, roundtrip_tcp) {
   io_pool pool;
-  tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
+  tr::req_server srv(pool.io, local_tcp(), {}, [](value body, std::shared_ptr<tr::responder> r) {
+    EXPECT_FALSE(r->peer().uid);  // no peer credentials over TCP
+    r->reply(value{{"echo", std::move(body)}});
+  });
   ASSERT_TRUE(srv.start());
   ASSERT_NE(srv.bound_port(), 0);
   auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
@@ -413,6 +416,9 @@ TEST(Transport, unix_socket_request_once) {
   auto srv = std::make_unique<tr::req_server>(
       pool.io, local_unix(path), tr::options{}, [](value body, std::shared_ptr<tr::responder> r) {
         EXPECT_EQ(r->peer().address, "unix");
+        // SO_PEERCRED: the kernel's word on who connected (publisher_acl decides on it).
+        EXPECT_EQ(r->peer().uid, std::optional<std::uint32_t>(::geteuid()));
+        EXPECT_EQ(r->peer().gid, std::optional<std::uint32_t>(::getegid()));
         if (body.contains("stream")) {
           r->push(value("one"));
           r->push(value("two"));
