@@ -426,16 +426,32 @@ void job_store_pg::log_read_error(const char* what, const std::string& err) cons
   spdlog::error("pgjsonb: {}: {}", what, err.empty() ? std::string("PostgreSQL unavailable") : err);
 }
 
+namespace {
+// A reader's query: a pooled connection, and once more on a fresh one when that
+// connection turns out broken (the server restarted since it was last used).
+pg_result read_query(pool& p, int wait_ms, const std::string& sql, const std::vector<std::string>& params,
+                     std::string& err) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto l = p.acquire(std::chrono::milliseconds(wait_ms));
+    if (!l) {
+      err.clear();
+      return nullptr;
+    }
+    auto r = (*l)->query(sql, params);
+    if (r) return r;
+    err = (*l)->error();
+    if (!(*l)->broken()) return nullptr;
+  }
+  return nullptr;
+}
+}  // namespace
+
 std::optional<wire::value> job_store_pg::get_load(const std::string& jid) const {
   (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
-  auto l = pool_->acquire(std::chrono::milliseconds(o_.read_wait_ms));
-  if (!l) {
-    log_read_error("get_load", {});
-    return std::nullopt;
-  }
-  auto r = (*l)->query("SELECT load FROM jids WHERE jid = $1", {jid});
+  std::string err;
+  auto r = read_query(*pool_, o_.read_wait_ms, "SELECT load FROM jids WHERE jid = $1", {jid}, err);
   if (!r) {
-    log_read_error("get_load", (*l)->error());
+    log_read_error("get_load", err);
     return std::nullopt;
   }
   if (PQntuples(r.get()) < 1) return std::nullopt;
@@ -444,20 +460,16 @@ std::optional<wire::value> job_store_pg::get_load(const std::string& jid) const 
 
 std::vector<std::string> job_store_pg::get_minions(const std::string& jid) const {
   (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
-  auto l = pool_->acquire(std::chrono::milliseconds(o_.read_wait_ms));
-  if (!l) {
-    log_read_error("get_minions", {});
-    return {};
-  }
+  std::string err;
   // The expected minions sylvite keeps; for a job another master (Salt) wrote, the
   // minions that returned (as Salt's pgjsonb get_minions, per job).
-  auto r = (*l)->query(
+  auto r = read_query(*pool_, o_.read_wait_ms, 
       "SELECT e FROM sylvite_job_minions m, jsonb_array_elements_text(m.minions) e WHERE m.jid = $1 "
       "UNION SELECT DISTINCT id FROM salt_returns WHERE jid = $1 AND NOT EXISTS "
       "(SELECT 1 FROM sylvite_job_minions WHERE jid = $1) ORDER BY 1",
-      {jid});
+      {jid}, err);
   if (!r) {
-    log_read_error("get_minions", (*l)->error());
+    log_read_error("get_minions", err);
     return {};
   }
   std::vector<std::string> out;
@@ -468,14 +480,11 @@ std::vector<std::string> job_store_pg::get_minions(const std::string& jid) const
 wire::value job_store_pg::get_returns(const std::string& jid) const {
   (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
   wire::value out = wire::value::object();
-  auto l = pool_->acquire(std::chrono::milliseconds(o_.read_wait_ms));
-  if (!l) {
-    log_read_error("get_returns", {});
-    return out;
-  }
-  auto r = (*l)->query("SELECT id, full_ret FROM salt_returns WHERE jid = $1 ORDER BY id, alter_time", {jid});
+  std::string err;
+  auto r = read_query(*pool_, o_.read_wait_ms, "SELECT id, full_ret FROM salt_returns WHERE jid = $1 ORDER BY id, alter_time",
+                      {jid}, err);
   if (!r) {
-    log_read_error("get_returns", (*l)->error());
+    log_read_error("get_returns", err);
     return out;
   }
   std::map<std::string, wire::value> by_id;  // sorted ids, first return wins
@@ -496,18 +505,14 @@ wire::value job_store_pg::get_returns(const std::string& jid) const {
 std::vector<job_summary> job_store_pg::list_jobs(std::size_t max) const {
   (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
   std::vector<job_summary> jobs;
-  auto l = pool_->acquire(std::chrono::milliseconds(o_.read_wait_ms));
-  if (!l) {
-    log_read_error("list_jobs", {});
-    return jobs;
-  }
+  std::string err;
   std::string sql =
       "SELECT j.jid, j.load, m.minions FROM jids j LEFT JOIN sylvite_job_minions m ON m.jid = j.jid "
       "ORDER BY j.jid DESC";
   if (max) sql += " LIMIT " + std::to_string(max);
-  auto r = (*l)->query(sql);
+  auto r = read_query(*pool_, o_.read_wait_ms, sql, {}, err);
   if (!r) {
-    log_read_error("list_jobs", (*l)->error());
+    log_read_error("list_jobs", err);
     return jobs;
   }
   for (int i = 0; i < PQntuples(r.get()); ++i) {

@@ -389,6 +389,12 @@ std::vector<spool_record> spool::read_after(std::uint64_t after, std::size_t max
 
 void spool::release(std::uint64_t upto) {
   std::lock_guard lk(mu_);
+  // Everything is committed: a big (or bound-filling) newest segment is closed, so that it
+  // can go too (its successor, empty, keeps the sequence).
+  if (upto >= last_seq_ && segs_.back().size > 0 &&
+      (segs_.back().size >= segment_bytes_ / 4 || total_bytes_ + (64u << 10) > max_bytes_)) {
+    (void)roll_locked();
+  }
   while (segs_.size() > 1 && segs_[1].first - 1 <= upto) {
     std::error_code ec;
     fs::remove(segs_.front().path, ec);
