@@ -411,6 +411,12 @@ std::string timestamp(std::int64_t unix_us) {
   return buf;
 }
 
+std::string iso_stamp(std::int64_t unix_us) {
+  std::string t = timestamp(unix_us);  // "YYYY-MM-DD HH:MM:SS.ffffff+00"
+  t[10] = 'T';
+  return t + ":00";
+}
+
 return_row make_return_row(const std::string& jid, const std::string& id, const wire::value& load,
                            std::int64_t unix_us) {
   return_row r;
@@ -425,7 +431,15 @@ return_row make_return_row(const std::string& jid, const std::string& id, const 
   else r.success = clip(s->dump(), 10);
   const wire::value* ret = wire::find(load, "return");
   r.ret_json = ret ? json_text(*ret) : std::string("null");
-  r.full_json = json_text(load);
+  if (load.is_object() && !load.contains("_stamp")) {
+    // Salt's store_job fires the return event (which stamps the load in place) before
+    // the returner runs: its full_ret carries the event's _stamp.
+    wire::value full = load;
+    full["_stamp"] = iso_stamp(unix_us);
+    r.full_json = json_text(full);
+  } else {
+    r.full_json = json_text(load);
+  }
   r.unix_us = unix_us;
   return r;
 }

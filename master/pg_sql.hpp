@@ -76,6 +76,9 @@ void copy_escape(std::string& out, std::string_view field);
 // "2026-11-27 17:20:00.123456+00" for microseconds since the epoch.
 std::string timestamp(std::int64_t unix_us);
 
+// Python's datetime.isoformat() of a UTC time: "2026-11-27T17:20:00.123456+00:00".
+std::string iso_stamp(std::int64_t unix_us);
+
 // One salt_returns row as Salt's returner() writes it.
 struct return_row {
   std::string fun;        // ret["fun"]
@@ -83,7 +86,7 @@ struct return_row {
   std::string id;
   std::string success;    // str of Python's ret.get("success", False) as psycopg2 sends it: "true"/"false"
   std::string ret_json;   // the "return" value
-  std::string full_json;  // the whole return load
+  std::string full_json;  // the whole return load, with "_stamp" (as Salt's, stamped by its event)
   std::int64_t unix_us = 0;
 };
 // From a minion's return load (the fields are clipped to the column sizes).
