@@ -80,6 +80,13 @@ job_store_pg::~job_store_pg() {
   spool_->flush();
 }
 
+void job_store_pg::wake_writer() {
+  // Under the writer's mutex: it is either before its predicate (and sees the record) or
+  // waiting (and gets the notification); no lost wake-up.
+  { std::lock_guard lk(mu_); }
+  work_cv_.notify_one();
+}
+
 bool job_store_pg::first_return(const std::string& jid, const std::string& id) {
   std::lock_guard lk(idx_mu_);
   auto it = idx_.find(jid);
@@ -111,7 +118,7 @@ result<void> job_store_pg::save_load(const std::string& jid, const wire::value& 
       return m.error();
     }
   }
-  work_cv_.notify_one();
+  wake_writer();
   return {};
 }
 
@@ -123,7 +130,7 @@ result<void> job_store_pg::add_minions(const std::string& jid, const std::vector
     spdlog::error("pgjsonb: expected minions of job {} not kept: {}", detail::printable(jid), m.error().message());
     return m.error();
   }
-  work_cv_.notify_one();
+  wake_writer();
   return {};
 }
 
@@ -145,7 +152,7 @@ result<return_record> job_store_pg::record_return(const std::string& jid, const 
                   detail::printable(id), detail::printable(jid), r.error().message());
     return r.error();
   }
-  work_cv_.notify_one();
+  wake_writer();
   return return_record::stored;
 }
 

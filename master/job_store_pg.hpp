@@ -70,6 +70,7 @@ class job_store_pg final : public job_store {
  private:
   explicit job_store_pg(options o);
   void run_writer();
+  void wake_writer();
   // One batch in one transaction; false when the connection broke (retry later).
   enum class batch_result { ok, conn_error, data_error };
   batch_result write_batch(connection& c, const std::vector<spool_record>& batch);

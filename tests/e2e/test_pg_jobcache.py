@@ -332,3 +332,50 @@ def test_differential_rows_match_salt_pgjsonb(env, pg):
     assert ev_s["salt/job/JID/ret/sylv1"] == ev_r["salt/job/JID/ret/sylv1"]
     (mid,), = pg.query("saltref", "SELECT DISTINCT master_id FROM salt_events")
     assert mid == "real"
+
+
+# ---------------------------------------------------------------- cluster
+
+def test_cluster_every_master_reads_every_job_from_postgres(env, pg):
+    from clusterlab import LocalCluster
+    names = ["cx1", "cx2", "cx3", "cx4"]
+    cluster = LocalCluster(env, **pg.master_opts("salt", event_return="pgjsonb"))
+    try:
+        for n in names:
+            cluster.minion(n, acceptance_wait_time=1, random_reauth_delay=1).start()
+        m1, m2, m3 = cluster.masters
+        wait_for(lambda: set(names) <= set(m1.keys().get("minions_pre", [])), 60, "keys pending")
+        assert m1.salt_key("-A", "-y").returncode == 0
+        for m in cluster.masters:
+            wait_for(lambda m=m: m.salt_json("cx*", "test.ping", "-t", "5") == {n: True for n in names}, 90,
+                     f"ping from {m.name}", interval=0.5)
+        for pub in cluster.masters:
+            r = pub.salt("--out", "json", "--static", "--show-jid", "cx*", "test.echo", f"from-{pub.name}")
+            assert r.returncode == 0, r.stdout + r.stderr
+            jid = next(line.split(":", 1)[1].strip() for line in r.stdout.splitlines() if line.startswith("jid:"))
+            # A return another master took is committed by that master's writer within a
+            # batch (milliseconds): the first read may wait that long, the others do not.
+            want = {n: f"from-{pub.name}" for n in names}
+            t0 = time.time()
+            wait_for(lambda: run_json(m2, "jobs.lookup_jid", jid) == want, 5, "the returns in PostgreSQL",
+                     interval=0.05)
+            assert time.time() - t0 < 2
+            for m in cluster.masters:
+                assert run_json(m, "jobs.lookup_jid", jid) == {n: f"from-{pub.name}" for n in names}, m.name
+                job = run_json(m, "jobs.print_job", jid)[jid]
+                assert sorted(job["Minions"]) == names and job["Function"] == "test.echo", m.name
+                assert jid in run_json(m, "jobs.list_jobs", "search_function=test.echo"), m.name
+            rows = pg.query("salt", "SELECT id, count(*) FROM salt_returns WHERE jid = %s GROUP BY id", (jid,))
+            assert sorted(rows) == [(n, 1) for n in names]
+        # The shared cachedir holds no job: the index is PostgreSQL's.
+        jobs_dir = cluster.shared / "cache" / "jobs"
+        assert not [p for p in jobs_dir.glob("*/*") if p.is_dir()] if jobs_dir.exists() else True
+        # Each event once in the cluster (subscribe_local): one ret event per minion and job.
+        (n_ret,), = pg.query("salt", "SELECT count(*) FROM salt_events WHERE tag LIKE 'salt/job/%%/ret/cx1' "
+                             "AND data->>'fun' = 'test.echo'")
+        wait_for(lambda: pg.query("salt", "SELECT count(*) FROM salt_events WHERE tag LIKE 'salt/job/%%/ret/cx1' "
+                                  "AND data->>'fun' = 'test.echo'")[0][0] == 3, 20, "one ret event per job")
+        masters_seen = {r[0] for r in pg.query("salt", "SELECT DISTINCT master_id FROM salt_events")}
+        assert masters_seen <= {"cm1", "cm2", "cm3"} and masters_seen
+    finally:
+        cluster.close()
