@@ -224,10 +224,14 @@ job_store_pg::batch_result job_store_pg::write_batch(connection& c, const std::v
   }
   auto fail = [&](const char* what) {
     const bool broken = c.broken();
+    const bool data = c.data_refused();
     c.staging_ready = false;  // a rolled back CREATE TEMP TABLE is gone
-    spdlog::log(broken ? spdlog::level::warn : spdlog::level::err, "pgjsonb: {} failed: {}", what, c.error());
+    spdlog::log(data ? spdlog::level::err : spdlog::level::warn, "pgjsonb: {} failed: {}{}", what, c.error(),
+                data ? "" : " (retried)");
     if (!broken) (void)c.run("ROLLBACK");
-    return broken ? batch_result::conn_error : batch_result::data_error;
+    // Only a record the database refuses for its content is ever skipped; a read-only
+    // standby, a shutdown or a missing table are waited out (the spool keeps the records).
+    return data ? batch_result::data_error : batch_result::conn_error;
   };
   if (!c.run("BEGIN")) return fail("BEGIN");
   constexpr std::size_t rows_per_stmt = 1000;
@@ -361,7 +365,6 @@ void job_store_pg::run_writer() {
       }
       committed_cv_.notify_all();
       have_checkpoint = true;
-      backoff = std::chrono::milliseconds(100);
       if (seq < spool_->last_seq())
         spdlog::info("pgjsonb: connected; replaying {} spooled record(s) after {}", spool_->last_seq() - seq, seq);
     }
@@ -415,8 +418,12 @@ void job_store_pg::run_writer() {
     if (res == batch_result::conn_error) {
       // The outcome of a COMMIT cut off is unknown: the checkpoint is read again.
       c.reset();
+      std::unique_lock lk(mu_);
+      if (work_cv_.wait_for(lk, backoff, [this] { return stop_; })) return;
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
       continue;
     }
+    backoff = std::chrono::milliseconds(100);
     {
       std::lock_guard lk(mu_);
       committed_ = std::max(committed_.load(), batch.back().seq);

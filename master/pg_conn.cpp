@@ -46,7 +46,10 @@ pg_result connection::exec(const std::string& sql, const std::vector<std::string
     pg_result r(params.empty() ? PQexec(c_, sql.c_str())
                                : PQexecParams(c_, sql.c_str(), static_cast<int>(vals.size()), nullptr, vals.data(),
                                               nullptr, nullptr, 0));
+    state_.clear();
     if (!r || PQresultStatus(r.get()) != want) {
+      if (r)
+        if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE)) state_ = st;
       err_ = one_line(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(c_));
       if (err_.empty()) err_ = one_line(PQerrorMessage(c_));
       return nullptr;
@@ -55,6 +58,7 @@ pg_result connection::exec(const std::string& sql, const std::vector<std::string
 }
 
 bool connection::copy_in(const char* sql, const std::string& data) {
+    state_.clear();
     pg_result r(PQexec(c_, sql));
     if (!r || PQresultStatus(r.get()) != PGRES_COPY_IN) {
       err_ = one_line(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(c_));
@@ -77,6 +81,7 @@ bool connection::copy_in(const char* sql, const std::string& data) {
     while (PGresult* res = PQgetResult(c_)) {
       pg_result rr(res);
       if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        if (const char* st = PQresultErrorField(res, PG_DIAG_SQLSTATE)) state_ = st;
         err_ = one_line(PQresultErrorMessage(res));
         good = false;
       }

@@ -33,6 +33,15 @@ class connection {
   connection& operator=(const connection&) = delete;
   bool ok() const noexcept { return ok_ && c_ && PQstatus(c_) == CONNECTION_OK; }
   const std::string& error() const noexcept { return err_; }
+  // SQLSTATE of the last refused statement ("" if none or the connection broke).
+  const std::string& sqlstate() const noexcept { return state_; }
+  // The last failure is the data's (bad value, constraint, too large: classes 22, 23, 54),
+  // so sending it again cannot succeed; anything else (read-only standby after a
+  // failover, shutdown, missing table, lock timeout) is retried.
+  bool data_refused() const noexcept {
+    return !broken() && state_.size() == 5 && (state_.starts_with("22") || state_.starts_with("23") ||
+                                               state_.starts_with("54"));
+  }
   // The last failure broke the connection (not a refused statement).
   bool broken() const noexcept { return !c_ || PQstatus(c_) != CONNECTION_OK; }
   // A statement with text parameters; the result if its status is `want`, else null (error()).
@@ -52,6 +61,7 @@ class connection {
   PGconn* c_ = nullptr;
   bool ok_ = false;
   std::string err_;
+  std::string state_;
 };
 
 // A bounded set of connections for readers. acquire() waits up to timeout for a free one

@@ -246,6 +246,8 @@ std::vector<std::pair<std::string, std::string>> conninfo(const options& o) {
       {"password", o.pass},
       {"connect_timeout", std::to_string(o.connect_timeout.value_or(10))},
       {"application_name", "sylvite-master"},
+      // Several hosts ("pg1,pg2"): the primary is the one that takes writes.
+      {"target_session_attrs", "read-write"},
       // A dead server or a cut network is noticed in seconds, not after the kernel's hours.
       {"keepalives", "1"},
       {"keepalives_idle", "10"},
