@@ -12,6 +12,8 @@
 #include <limits>
 
 #include "core/wire/value.hpp"
+#include "master/event_hub.hpp"
+#include "master/pg_events.hpp"
 #include "master/pg_spool.hpp"
 #include "master/pg_sql.hpp"
 
@@ -377,4 +379,30 @@ TEST(PgSpool, AFullSpoolRefuses) {
   (*s)->release(1);  // committed: its segment goes, room again
   EXPECT_TRUE((*s)->append('R', std::string(100, 'b')));
   EXPECT_EQ((*s)->last_seq(), 2u);
+}
+
+// ---------------------------------------------------------------- event_return
+
+TEST(PgEvents, ABoundedQueueDropsAndCountsWhileTheDatabaseIsAway) {
+  options o;
+  o.host = "127.0.0.1";
+  o.port = 1;  // nothing listens: every connect is refused at once
+  o.connect_timeout = 1;
+  o.event_queue_max = 5;
+  o.event_blacklist = {"salt/skip/*"};
+  o.master_id = "m1";
+  master::event_hub hub;
+  {
+    pg_event_sink sink(o, hub);
+    for (int i = 0; i < 20; ++i) hub.fire("salt/test/" + std::to_string(i), wire::value::object());
+    hub.fire("salt/skip/x", wire::value::object());  // filtered: neither queued nor dropped
+    // The writer may hold one batch out of the queue while it tries to connect.
+    EXPECT_EQ(sink.stored(), 0u);
+    EXPECT_GE(sink.dropped(), 10u);
+    EXPECT_LE(sink.queued(), 5u);
+    // Peer events are not this master's to store.
+    const auto before = sink.dropped() + sink.queued();
+    hub.fire("salt/peer/1", wire::value::object(), {}, master::event_hub::origin::peer);
+    EXPECT_EQ(sink.dropped() + sink.queued(), before);
+  }  // stops without a database
 }
