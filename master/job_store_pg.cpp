@@ -153,6 +153,8 @@ result<return_record> job_store_pg::record_return(const std::string& jid, const 
     return r.error();
   }
   wake_writer();
+  // Optional: the ack also waits for the group fsync (power loss safe, a few ms later).
+  if (o_.spool_sync) spool_->flush();
   return return_record::stored;
 }
 

@@ -191,6 +191,7 @@ std::optional<options> parse_options(const wire::value& raw, const std::filesyst
     }
   }
   if (auto b = wire::get_bool(raw, "archive_jobs")) o.archive_jobs = *b;
+  if (auto b = wire::get_bool(raw, "pgjsonb_spool_sync")) o.spool_sync = *b;
   if (const wire::value* v = wire::find(raw, "keep_jobs_seconds"); v && !v->is_null()) {
     auto k = int_of(*v);
     if (!k || *k < 0) {

@@ -40,6 +40,7 @@ struct options {
   int event_queue_max = 20000;          // pgjsonb_event_queue_max: events waiting (then dropped, counted)
   int clean_interval = 60;              // pgjsonb_clean_interval: seconds between keep_jobs_seconds passes
   int read_wait_ms = 2000;              // pgjsonb_read_wait_ms: a reader waits this long for queued writes
+  bool spool_sync = false;              // pgjsonb_spool_sync: ack a return only after the spool's fsync
   std::vector<std::string> event_whitelist, event_blacklist;  // event_return_whitelist/blacklist (globs)
 };
 

@@ -128,7 +128,8 @@ TEST(PgOptions, BadValuesAreRefused) {
   EXPECT_TRUE(refused({{"keep_jobs_seconds", -1}}));
   EXPECT_FALSE(refused({{"master_job_cache", "local_cache"}}));
   auto o = parse({{"pgjsonb_spool_dir", "/var/lib/sylvite/spool"}, {"pgjsonb_pool_size", 8},
-                  {"pgjsonb_spool_max_mb", 16}});
+                  {"pgjsonb_spool_max_mb", 16}, {"pgjsonb_spool_sync", true}});
+  EXPECT_TRUE(o.spool_sync);
   EXPECT_EQ(o.spool_dir, fs::path("/var/lib/sylvite/spool"));
   EXPECT_EQ(o.pool_size, 8);
   EXPECT_EQ(o.spool_max_bytes, 16ll << 20);
