@@ -216,6 +216,10 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     spdlog::error("invalid PostgreSQL job cache options: {}", pg_error);
     return util::errc::invalid_argument;
   }
+  if (!pgo->unsupported_cache.empty())
+    spdlog::error("master_job_cache: {} is not a job cache sylvite has (local_cache, pgjsonb): jobs are kept in "
+                  "the file cache",
+                  pgo->unsupported_cache);
   std::unique_ptr<job_store> store;
   if (pgo->job_cache) {
     auto pgs = pg::job_store_pg::create(*pgo);

@@ -146,8 +146,7 @@ std::optional<options> parse_options(const wire::value& raw, const std::filesyst
     if (*t == "pgjsonb") {
       o.job_cache = true;
     } else if (*t != "local_cache") {
-      error = "master_job_cache: " + std::string(*t) + " is not supported (local_cache or pgjsonb)";
-      return std::nullopt;
+      o.unsupported_cache = std::string(*t);  // as Salt without that returner: jobs still run
     }
   }
   if (const wire::value* v = wire::find(raw, "event_return"); v && !v->is_null()) o.event_return = names_pgjsonb(*v);

@@ -20,6 +20,7 @@ namespace sylvite::master::pg {
 
 struct options {
   bool job_cache = false;     // master_job_cache: pgjsonb
+  std::string unsupported_cache;  // master_job_cache names a returner sylvite has not (file cache used)
   bool event_return = false;  // event_return: pgjsonb (a name or a list holding it)
   // returner.pgjsonb.* (Salt's defaults)
   std::string host = "localhost";

@@ -118,7 +118,9 @@ TEST(PgOptions, EventReturnAsAList) {
 }
 
 TEST(PgOptions, BadValuesAreRefused) {
-  EXPECT_TRUE(refused({{"master_job_cache", "mysql"}}));
+  EXPECT_FALSE(refused({{"master_job_cache", "mysql"}}));  // the file cache, logged
+  EXPECT_EQ(parse({{"master_job_cache", "mysql"}}).unsupported_cache, "mysql");
+  EXPECT_FALSE(parse({{"master_job_cache", "mysql"}}).job_cache);
   EXPECT_TRUE(refused({{"master_job_cache", 3}}));
   EXPECT_TRUE(refused({{"returner.pgjsonb.port", "x"}}));
   EXPECT_TRUE(refused({{"returner.pgjsonb.port", 70000}}));
