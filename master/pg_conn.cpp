@@ -16,23 +16,23 @@ std::string one_line(const char* s) {
 }
 
 connection::connection(const options& o) {
-    auto kv = conninfo(o);
-    std::vector<const char*> keys, vals;
-    for (const auto& [k, v] : kv) {
-      keys.push_back(k.c_str());
-      vals.push_back(v.c_str());
-    }
-    keys.push_back(nullptr);
-    vals.push_back(nullptr);
-    c_ = PQconnectdbParams(keys.data(), vals.data(), 0);
-    if (c_ && PQstatus(c_) == CONNECTION_OK) {
-      ok_ = true;
-      // Server notices (IF NOT EXISTS ... skipping) are not for the master's stderr.
-      PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
-      pg_result r(PQexec(c_, "SET TIME ZONE 'UTC'"));
-    } else {
-      err_ = one_line(c_ ? PQerrorMessage(c_) : "out of memory");
-    }
+  auto kv = conninfo(o);
+  std::vector<const char*> keys, vals;
+  for (const auto& [k, v] : kv) {
+    keys.push_back(k.c_str());
+    vals.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  vals.push_back(nullptr);
+  c_ = PQconnectdbParams(keys.data(), vals.data(), 0);
+  if (c_ && PQstatus(c_) == CONNECTION_OK) {
+    ok_ = true;
+    // Server notices (IF NOT EXISTS ... skipping) are not for the master's stderr.
+    PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
+    pg_result r(PQexec(c_, "SET TIME ZONE 'UTC'"));
+  } else {
+    err_ = one_line(c_ ? PQerrorMessage(c_) : "out of memory");
+  }
 }
 
 connection::~connection() {
@@ -40,55 +40,54 @@ connection::~connection() {
 }
 
 pg_result connection::exec(const std::string& sql, const std::vector<std::string>& params, ExecStatusType want) {
-    std::vector<const char*> vals;
-    vals.reserve(params.size());
-    for (const auto& p : params) vals.push_back(p.c_str());
-    pg_result r(params.empty() ? PQexec(c_, sql.c_str())
-                               : PQexecParams(c_, sql.c_str(), static_cast<int>(vals.size()), nullptr, vals.data(),
-                                              nullptr, nullptr, 0));
-    state_.clear();
-    if (!r || PQresultStatus(r.get()) != want) {
-      if (r)
-        if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE)) state_ = st;
-      err_ = one_line(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(c_));
-      if (err_.empty()) err_ = one_line(PQerrorMessage(c_));
-      return nullptr;
-    }
-    return r;
+  std::vector<const char*> vals;
+  vals.reserve(params.size());
+  for (const auto& p : params) vals.push_back(p.c_str());
+  pg_result r(params.empty() ? PQexec(c_, sql.c_str())
+                             : PQexecParams(c_, sql.c_str(), static_cast<int>(vals.size()), nullptr, vals.data(),
+                                            nullptr, nullptr, 0));
+  state_.clear();
+  if (!r || PQresultStatus(r.get()) != want) {
+    if (r)
+      if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE)) state_ = st;
+    err_ = one_line(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(c_));
+    if (err_.empty()) err_ = one_line(PQerrorMessage(c_));
+    return nullptr;
+  }
+  return r;
 }
 
 bool connection::copy_in(const char* sql, const std::string& data) {
-    state_.clear();
-    pg_result r(PQexec(c_, sql));
-    if (!r || PQresultStatus(r.get()) != PGRES_COPY_IN) {
-      err_ = one_line(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(c_));
-      return false;
-    }
-    r.reset();
-    constexpr std::size_t chunk = 1 << 20;
-    for (std::size_t off = 0; off < data.size(); off += chunk) {
-      const auto n = std::min(chunk, data.size() - off);
-      if (PQputCopyData(c_, data.data() + off, static_cast<int>(n)) != 1) {
-        err_ = one_line(PQerrorMessage(c_));
-        return false;
-      }
-    }
-    if (PQputCopyEnd(c_, nullptr) != 1) {
+  state_.clear();
+  pg_result r(PQexec(c_, sql));
+  if (!r || PQresultStatus(r.get()) != PGRES_COPY_IN) {
+    err_ = one_line(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(c_));
+    return false;
+  }
+  r.reset();
+  constexpr std::size_t chunk = 1 << 20;
+  for (std::size_t off = 0; off < data.size(); off += chunk) {
+    const auto n = std::min(chunk, data.size() - off);
+    if (PQputCopyData(c_, data.data() + off, static_cast<int>(n)) != 1) {
       err_ = one_line(PQerrorMessage(c_));
       return false;
     }
-    bool good = true;
-    while (PGresult* res = PQgetResult(c_)) {
-      pg_result rr(res);
-      if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        if (const char* st = PQresultErrorField(res, PG_DIAG_SQLSTATE)) state_ = st;
-        err_ = one_line(PQresultErrorMessage(res));
-        good = false;
-      }
+  }
+  if (PQputCopyEnd(c_, nullptr) != 1) {
+    err_ = one_line(PQerrorMessage(c_));
+    return false;
+  }
+  bool good = true;
+  while (PGresult* res = PQgetResult(c_)) {
+    pg_result rr(res);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+      if (const char* st = PQresultErrorField(res, PG_DIAG_SQLSTATE)) state_ = st;
+      err_ = one_line(PQresultErrorMessage(res));
+      good = false;
     }
-    return good;
+  }
+  return good;
 }
-
 
 // ---------------------------------------------------------------- pool
 

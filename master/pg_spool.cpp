@@ -247,8 +247,9 @@ result<std::unique_ptr<spool>> spool::open(const fs::path& dir, std::uint64_t ma
     spdlog::error("pgjsonb spool: cannot open {}: {}", s->segs_.back().path.string(), std::strerror(errno));
     return util::errc::io_error;
   }
+  // No sync here: a start must not wait on a busy filesystem's syncfs; a cut tail that
+  // is not yet durable is cut again at the next open.
   s->syncer_ = util::group_syncer::shared_for(dir);
-  s->syncer_->flush();  // the cuts and the new segment are on disk
   return s;
 }
 
