@@ -16,6 +16,7 @@
 #include "core/wire/msgpack.hpp"
 #include "cluster/cluster_pki.hpp"
 #include "cluster/join.hpp"
+#include "master/job_store_pg.hpp"
 #include "master/master_sign.hpp"
 
 namespace sylvite::master {
@@ -207,11 +208,31 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   // gets its ack, so an acknowledged return survives a master crash or SIGKILL; the
   // cache's async mode (ack before the write) would lose the queued ones, so it stays
   // off (opt-in for benchmarks: job_cache_async, a sylvite extension).
-  auto store = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type,
-                                           (m->cfg_.job_cache_async && !m->cfg_.cluster_id)
-                                               ? job_cache::write_mode::async
-                                               : job_cache::write_mode::sync);
-  m->file_jobs_ = store.get();
+  // pgjobs (issue 20): master_job_cache: pgjsonb keeps jobs in PostgreSQL (Salt's pgjsonb
+  // tables), acknowledged once in its local spool (master/job_store_pg.hpp).
+  std::string pg_error;
+  auto pgo = pg::parse_options(m->cfg_.raw, m->cfg_.cachedir, m->cfg_.id, pg_error);
+  if (!pgo) {
+    spdlog::error("invalid PostgreSQL job cache options: {}", pg_error);
+    return util::errc::invalid_argument;
+  }
+  if (!pgo->unsupported_cache.empty())
+    spdlog::error("master_job_cache: {} is not a job cache sylvite has (local_cache, pgjsonb): jobs are kept in "
+                  "the file cache",
+                  pgo->unsupported_cache);
+  std::unique_ptr<job_store> store;
+  if (pgo->job_cache) {
+    auto pgs = pg::job_store_pg::create(*pgo);
+    if (!pgs) return pgs.error();
+    store = std::move(*pgs);
+  } else {
+    auto fc = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type,
+                                          (m->cfg_.job_cache_async && !m->cfg_.cluster_id)
+                                              ? job_cache::write_mode::async
+                                              : job_cache::write_mode::sync);
+    m->file_jobs_ = fc.get();
+    store = std::move(fc);
+  }
   m->jobs_ = std::make_unique<job_service>(m->cfg_, m->links_, m->counters_, m->hub_, *m->keys_, *m->mdata_,
                                            std::move(store));
   m->files_ = std::make_unique<fileserver>(m->cfg_);
@@ -294,6 +315,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     m->reactor_ = std::make_unique<reactor>(m->cfg_, *m->renderer_, std::move(rh));
     m->reactor_->start(m->hub_);
   }
+  if (pgo->event_return) m->pg_events_ = std::make_unique<pg::pg_event_sink>(*pgo, m->hub_);
   return m;
 }
 std::vector<std::string> master_core::connected_ids() const {

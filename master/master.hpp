@@ -40,6 +40,7 @@
 #include "master/keys.hpp"
 #include "master/minion_data.hpp"
 #include "master/mine.hpp"
+#include "master/pg_events.hpp"
 #include "master/pillar.hpp"
 #include "master/reactor.hpp"
 #include "master/cli_service.hpp"
@@ -139,7 +140,8 @@ class master_core {
 
   // Components (tests and the daemon).
   event_hub& hub() noexcept { return hub_; }
-  job_cache& jobs() noexcept { return *file_jobs_; }  // the file job store
+  job_cache& jobs() noexcept { return *file_jobs_; }  // the file job store (master_job_cache: local_cache)
+  job_store& job_store_any() noexcept { return jobs_->store(); }  // whichever master_job_cache is
   const pki::key_store& key_store() const noexcept { return keys_->store(); }
   aes_manager& aes() noexcept { return keys_->aes(); }
   session_store& sessions() noexcept { return keys_->sessions(); }
@@ -178,6 +180,8 @@ class master_core {
   std::unique_ptr<presence_state> presence_;
   void presence_tick(sys_clock::time_point now);
   std::unique_ptr<reactor> reactor_;  // last: stopped (destroyed) before the services it calls
+  // pgjobs (issue 20): event_return: pgjsonb (after reactor_: unsubscribed first).
+  std::unique_ptr<pg::pg_event_sink> pg_events_;
 };
 
 }  // namespace sylvite::master

@@ -16,8 +16,9 @@ sylvite_library(sylvite_master
     ${CMAKE_CURRENT_LIST_DIR}/master.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cli_service.cpp
     ${CMAKE_CURRENT_LIST_DIR}/reactor.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/pg_events.cpp
   HEADERS ${CMAKE_CURRENT_LIST_DIR}/services.hpp
-  DEPS sylvite::master_services sylvite::master_ipc sylvite::master_api sylvite::cluster sylvite::lb_admin sylvite::config sylvite::pki
+  DEPS sylvite::master_services sylvite::master_pg sylvite::master_ipc sylvite::master_api sylvite::cluster sylvite::lb_admin sylvite::config sylvite::pki
        sylvite::match sylvite::crypto sylvite::wire sylvite::util Threads::Threads)
 
 sylvite_library(sylvite_master_daemon

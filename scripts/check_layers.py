@@ -57,6 +57,7 @@ EXTERNAL = {
     "yaml-cpp/": ("yaml-cpp",),
     "CLI/": ("CLI11::CLI11",),
     "zmq.h": ("PkgConfig::ZMQ",),
+    "libpq-fe.h": ("PkgConfig::PQ",),  # pgjobs: only the PostgreSQL job cache links libpq
 }
 
 HEADER_EXT = (".hpp", ".h", ".hh", ".ipp", ".inc")

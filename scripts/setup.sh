@@ -20,6 +20,7 @@ packages=(
   haproxy
   libzmq3-dev cppzmq-dev
   libpam0g-dev chromium chromium-driver
+  postgresql libpq-dev
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -59,9 +60,10 @@ SALT_V2_VERSION=${SALT_V2_VERSION:-3007.3}
 salt_venv "$build/venv-3007" "$SALT_V2_VERSION"
 
 # Test tools in the same venv (cheap when already there).
-# salt-pepper, selenium and CherryPy (real salt-api) for the REST API and console tests.
-if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy" 2>/dev/null; then
+# salt-pepper, selenium and CherryPy (real salt-api) for the REST API and console tests;
+# psycopg2 for real Salt's pgjsonb returner and the PostgreSQL job cache tests.
+if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy, psycopg2" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq \
-    salt-pepper selenium cherrypy
+    salt-pepper selenium cherrypy psycopg2-binary
 fi
 echo "setup: ok ($("$venv/bin/salt-call" --version))"

@@ -347,10 +347,31 @@ class MasterBase:
         return Path(self.opts["cachedir"]) / "jobs" / h[:2] / h[2:]
 
     def returns_written(self, jid: str) -> int:
+        if self.opts.get("master_job_cache") == "pgjsonb":  # bench/pg_jobcache.py: rows, not files
+            return pg_returns_written(self.opts, jid)
         d = self.job_dir(jid)
         if not d.is_dir():
             return 0
         return sum(1 for e in os.scandir(d) if e.is_dir() and os.path.exists(os.path.join(e.path, "return.p")))
+
+
+def pg_returns_written(opts: dict, jid: str) -> int:
+    """Rows of jid in salt_returns of the master's returner.pgjsonb database."""
+    import psycopg2
+    try:
+        c = psycopg2.connect(host=opts.get("returner.pgjsonb.host", "localhost"),
+                             port=int(opts.get("returner.pgjsonb.port", 5432)),
+                             dbname=opts.get("returner.pgjsonb.db", "salt"),
+                             user=opts.get("returner.pgjsonb.user", "salt"),
+                             password=opts.get("returner.pgjsonb.pass", "salt"))
+    except psycopg2.OperationalError:
+        return 0
+    try:
+        with c.cursor() as cur:
+            cur.execute("SELECT count(DISTINCT id) FROM salt_returns WHERE jid = %s", (jid,))
+            return int(cur.fetchone()[0])
+    finally:
+        c.close()
 
 
 class SylviteMaster(MasterBase):
