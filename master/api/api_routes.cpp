@@ -246,7 +246,7 @@ api_response api_routes::route(const api_request& req, context& c) {
     if (who) tok = d_.eauth->mint_token(*who);
     if (!tok) return refuse(req, 401, "Could not authenticate using provided credentials", c.m);
     counters_.logins++;
-    value perms = sorted_permissions(tok->who.perms);
+    value perms = d_.eauth->login_perms(tok->who);
     value entry = {{"token", tok->token},   {"expire", tok->expire},        {"start", tok->start},
                    {"user", tok->who.name}, {"eauth", tok->who.eauth},      {"perms", perms.empty() ? value::object() : perms}};
     auto r = reply(c, 200, value{{"return", value::array({entry})}});
@@ -425,7 +425,7 @@ std::optional<value> api_routes::exec_lowstate(const api_request& req, context& 
     refusal = refuse(req, 400, "Lowstates must be a list", c.m);
     return std::nullopt;
   }
-  const value* enabled = wire::find(d_.cfg ? d_.cfg->raw : value(), "netapi_enable_clients");
+  const value* enabled = d_.cfg ? wire::find(d_.cfg->raw, "netapi_enable_clients") : nullptr;
   value out = value::array();
   for (auto& chunk : lowstate) {
     if (!chunk.is_object()) {

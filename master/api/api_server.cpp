@@ -171,32 +171,29 @@ struct api_server::impl : std::enable_shared_from_this<impl> {
     feeds.erase(key);
   }
 
-  // Run fn on a worker; the caller's coroutine resumes on its strand with the result.
-  // nullopt: the queue is full.
-  template <class Fn>
-  asio::awaitable<std::optional<api_response>> on_pool(asio::any_io_executor ex, Fn fn) {
+  // Hand fn to a worker; the worker cancels the returned pending's timer when its
+  // result is in. The caller awaits that timer on its strand. Null: the queue is full.
+  // (Not a coroutine itself: GCC 12 mishandles lambdas passed by value to coroutines.)
+  std::shared_ptr<pending> submit(const asio::any_io_executor& ex, std::function<api_response()> fn) {
     auto p = std::make_shared<pending>(ex);
-    auto self = shared_from_this();
-    bool ok = pool->submit([p, fn = std::move(fn)]() mutable {
+    bool ok = pool->submit([p, fn = std::move(fn)] {
       try {
         p->res = fn();
       } catch (const std::exception& e) {
         p->res.status = 400;
-        p->res.body = std::string("{\"status\": 400, \"return\": \"") + "bad request" + "\"}";
+        p->res.body = "{\"status\": 400, \"return\": \"bad request\"}";
         spdlog::warn("api: request failed: {}", e.what());
       }
       asio::post(p->timer.get_executor(), [p] { p->timer.cancel(); });
     });
-    if (!ok) co_return std::nullopt;
-    co_await p->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    co_return std::move(p->res);
+    return ok ? p : nullptr;
   }
 
   template <class Stream>
   asio::awaitable<void> session(std::shared_ptr<connection<Stream>> c, std::uint64_t key, std::string remote);
   template <class Stream>
-  asio::awaitable<void> events(std::shared_ptr<connection<Stream>> c, std::uint64_t key, api_request req,
-                               unsigned version);
+  asio::awaitable<void> events(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
+                               std::shared_ptr<const api_request> reqp, unsigned version);
   asio::awaitable<void> accept_loop();
 };
 
@@ -270,13 +267,15 @@ asio::awaitable<void> api_server::impl::session(std::shared_ptr<connection<Strea
     const bool keep_wanted = parser.get().keep_alive();
     api_request req = to_request(parser.get(), remote);
     if (req.method == "GET" && (req.path == "/events" || req.path == "/events/") && d.hub) {
-      co_await events(c, key, std::move(req), version);
+      co_await events(c, key, std::make_shared<const api_request>(std::move(req)), version);
       break;
     }
-    auto res = co_await on_pool(c->stream.get_executor(), [this, req = std::move(req)] { return routes.handle(req); });
+    auto shared_req = std::make_shared<api_request>(std::move(req));
+    auto job = submit(c->stream.get_executor(), [this, shared_req] { return routes.handle(*shared_req); });
     api_response out;
-    if (res) {
-      out = std::move(*res);
+    if (job) {
+      co_await job->timer.async_wait(tok);
+      out = std::move(job->res);
     } else {
       routes.counters().busy++;
       if (auto k = busy_log.hit()) spdlog::warn("api: worker queue full: {} request(s) answered 503", k);
@@ -307,18 +306,21 @@ asio::awaitable<void> api_server::impl::session(std::shared_ptr<connection<Strea
 
 template <class Stream>
 asio::awaitable<void> api_server::impl::events(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
-                                               api_request req, unsigned version) {
+                                               std::shared_ptr<const api_request> reqp, unsigned version) {
   constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+  const api_request& req = *reqp;
   auto& lowest = beast::get_lowest_layer(c->stream);
   // The token lookup reads a file (maybe on a shared file system): on a worker.
   auto grant = std::make_shared<std::optional<token_data>>();
-  auto res = co_await on_pool(c->stream.get_executor(), [this, req, grant] {
+  auto shared_req = reqp;
+  auto job = submit(c->stream.get_executor(), [this, shared_req, grant] {
     api_response refusal;
-    *grant = routes.authorize_stream(req, refusal);
+    *grant = routes.authorize_stream(*shared_req, refusal);
     return refusal;
   });
-  if (!res || !*grant) {
-    api_response out = res ? *res : api_response{503, {}, "application/json", "{\"status\": 503}"};
+  if (job) co_await job->timer.async_wait(tok);
+  if (!job || !*grant) {
+    api_response out = job ? job->res : api_response{503, {}, "application/json", "{\"status\": 503}"};
     auto http_res = to_http(out, version, false);
     lowest.expires_after(kWriteTimeout);
     co_await http::async_write(c->stream, http_res, tok);
