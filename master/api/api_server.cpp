@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -227,7 +228,22 @@ asio::awaitable<void> api_server::impl::session(std::shared_ptr<connection<Strea
     auto refuse_and_close = [&](unsigned status, const std::string& why) -> asio::awaitable<void> {
       auto res = to_http(routes.refuse(head_only, status, why), 11, false);
       lowest.expires_after(kWriteTimeout);
-      co_await http::async_write(c->stream, res, tok);
+      auto [wec, wn] = co_await http::async_write(c->stream, res, tok);
+      (void)wn;
+      if (wec || status != 413) co_return;
+      // Lingering close: a client still sending the body it was refused would get a reset
+      // (and never read the 413) if we closed now. Stop writing, then read and discard
+      // for a little while (bounded in bytes and time).
+      boost::system::error_code ignore;
+      lowest.socket().shutdown(tcp::socket::shutdown_send, ignore);
+      lowest.expires_after(std::chrono::seconds(5));
+      std::size_t drained = 0;
+      std::array<char, 16384> sink;
+      while (drained < (64u << 20)) {
+        auto [rec, rn] = co_await c->stream.async_read_some(asio::buffer(sink), tok);
+        if (rec) break;
+        drained += rn;
+      }
     };
     if (ec == http::error::body_limit) {  // Content-Length over the limit: known from the head
       co_await refuse_and_close(413, "Request body too large (max_request_body_size " +

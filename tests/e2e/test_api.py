@@ -151,14 +151,17 @@ def start_minions(env, m, names):
 
 
 @pytest.fixture(scope="module")
-def lab():
+def lab(request):
     env = Env()
+    failed_before = request.session.testsfailed
     try:
         m, port = api_master(env)
         start_minions(env, m, ["m1", "m2"])
         api = Api(port)
         api.login()
         yield env, m, api
+        if request.session.testsfailed > failed_before:
+            print(env.dump_logs())
     except BaseException:
         print(env.dump_logs())
         raise
