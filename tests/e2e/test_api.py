@@ -133,12 +133,13 @@ def api_master(env: Env, name="master", tls=None, **extra):
     if tls:
         rc.update({"disable_ssl": False, "ssl_crt": str(tls[0]), "ssl_key": str(tls[1])})
     rc.update(extra.pop("rest_cherrypy", {}))
+    # timeout 20: the machine may be loaded; a local call returns as soon as all answered.
     opts = {"rest_cherrypy": rc, "external_auth": {"file": {"^filename": str(users), **EAUTH}},
-            "netapi_enable_clients": CLIENTS}
+            "netapi_enable_clients": CLIENTS, "timeout": 20}
     opts.update(extra)
     m = env.master(name, **opts)
     m.start()
-    m.wait_ready()
+    m.wait_ready(timeout=120)
     return m, port
 
 
@@ -147,7 +148,7 @@ def start_minions(env, m, names):
         env.minion(n, m).start()
     wait_for(lambda: set(names) <= set(m.keys().get("minions_pre", [])), 60, "pending keys")
     m.salt_key("-A", "-y")
-    wait_for(lambda: set(m.salt_json("*", "test.ping", "--timeout", "5")) >= set(names), 60, "minions up")
+    wait_for(lambda: set(m.salt_json("*", "test.ping", "--timeout", "20")) >= set(names), 120, "minions up")
 
 
 @pytest.fixture(scope="module")
@@ -516,9 +517,9 @@ def test_tls(env, tmp_path):
 def test_bad_api_config_refuses_to_start(env):
     m = env.master("badcfg", rest_cherrypy={"port": 8123})  # ssl on, no ssl_crt/ssl_key
     m.start()
-    wait_for(lambda: not m.proc.alive(), 20, "salt-master to exit")
+    wait_for(lambda: not m.proc.alive(), 120, "salt-master to exit")
     assert "ssl_crt" in m.log_text() + (Path(m.opts["log_file"]).read_text() if Path(m.opts["log_file"]).exists() else "")
     m2 = env.master("noapi")  # no rest_cherrypy block: no API, master fine
     m2.start()
-    m2.wait_ready()
+    m2.wait_ready(timeout=120)
     assert "REST API" not in Path(m2.opts["log_file"]).read_text()

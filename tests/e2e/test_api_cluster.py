@@ -21,7 +21,7 @@ def api_cluster(env):
     users = env.root / "users.txt"
     users.write_text(USERS)
     c = LocalCluster(env, start=False, external_auth={"file": {"^filename": str(users), **EAUTH}},
-                     netapi_enable_clients=CLIENTS)
+                     netapi_enable_clients=CLIENTS, timeout=20)
     ports = {}
     for m in c.masters:
         ports[m.name] = free_port()
