@@ -388,10 +388,13 @@ chunk_result lowstate_runner::wheel(const value& chunk, const std::string& user,
   value ret = wheel_call(fun, ca.args, ca.kwargs, error);
   const bool success = error.empty();
   if (!success) ret = error;
-  value data = {{"fun", "wheel." + fun}, {"jid", jid}, {"user", who}, {"fun_args", fun_args},
-                {"_stamp", event_hub::stamp_now()}, {"return", ret}, {"success", success}};
-  if (s_.fire) s_.fire(tag + "/ret", data);
-  data["tag"] = tag;
+  // The ret event carries fun_args (and the hub adds _stamp); the reply's data is what
+  // salt-api 3008.5 answers: fun, jid, user, return, success, tag.
+  if (s_.fire)
+    s_.fire(tag + "/ret", value{{"fun", "wheel." + fun}, {"jid", jid}, {"user", who}, {"fun_args", fun_args},
+                                {"return", ret}, {"success", success}});
+  value data = {{"fun", "wheel." + fun}, {"jid", jid}, {"user", who}, {"return", ret}, {"success", success},
+                {"tag", tag}};
   if (!wait) {
     r.ret = value{{"tag", tag}, {"jid", jid}};
     return r;

@@ -9,8 +9,8 @@
 //   runner       the CLI service's "runner" command -> the runner's return
 //   runner_async the same, not waited for -> {"tag": "salt/run/<jid>", "jid"}
 //   wheel        the key wheel (salt/wheel/key.py) on the key store, changes announced
-//                through the key service -> {"tag", "data": {fun, jid, tag, user,
-//                _stamp, return, success}}
+//                through the key service -> {"tag", "data": {fun, jid, user, return,
+//                success, tag}}
 //   wheel_async  the same, answered at once -> {"tag", "jid"}
 // Salt's error behaviour: a publish the master refuses (no minion matched, ...) gives {}
 // for local/local_async (LocalClient._check_pub_data); an unknown client is a 400.
