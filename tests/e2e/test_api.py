@@ -13,6 +13,7 @@ import re
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -470,10 +471,10 @@ def make_cert(d: Path):
 def pepper(port, *args, scheme="http", user="alice", password="secret", timeout=120):
     env = dict(os.environ, SALTAPI_URL=f"{scheme}://127.0.0.1:{port}", SALTAPI_USER=user, SALTAPI_PASS=password,
                SALTAPI_EAUTH="file", HOME=os.environ.get("HOME", "/tmp"))
-    cache = Path(f"/tmp/pepper-cache-{port}")
-    r = subprocess.run([str(VENV / "bin" / "pepper"), "--non-interactive", "-x", str(cache), *args],
-                       capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    return r
+    with tempfile.TemporaryDirectory(prefix="pepper-") as d:
+        return subprocess.run([str(VENV / "bin" / "pepper"), "--non-interactive", "-x", str(Path(d) / "cache"),
+                               *args], capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL)
 
 
 def test_pepper_against_sylvite(lab):

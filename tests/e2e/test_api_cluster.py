@@ -26,8 +26,13 @@ def api_cluster(env):
     for m in c.masters:
         ports[m.name] = free_port()
         m.write_config(rest_cherrypy={"port": ports[m.name], "host": "127.0.0.1", "disable_ssl": True})
-    c.start_masters()
-    c.start_lb()
+    try:
+        c.start_masters()
+        c.start_lb()
+    except BaseException:
+        print(env.dump_logs())
+        c.close()
+        raise
     yield c, [Api(ports[m.name]) for m in c.masters]
     c.close()
 
