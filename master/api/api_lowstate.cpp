@@ -140,6 +140,17 @@ value with_kwarg(value args, const value& chunk) {
   return args;
 }
 
+// The CLI service's answer when all its threads are taken or it is stopping: the API
+// answers 503 (try again), not an empty result.
+bool is_busy(std::string_view error) { return error.starts_with("master busy or stopping"); }
+
+chunk_result busy(std::string why) {
+  chunk_result r;
+  r.status = 503;
+  r.error = std::move(why);
+  return r;
+}
+
 bool is_client_key(const std::string& k) {
   static const std::set<std::string> own = {"client", "fun",  "token",   "eauth",       "username", "password",
                                             "user",   "key",  "timeout", "full_return", "arg",      "kwarg"};
@@ -265,6 +276,7 @@ chunk_result lowstate_runner::local(const value& chunk, const std::string& user,
           ret["minions"] = h->minions;
         } else if (auto* e = std::get_if<ipc::error_reply>(&*d)) {
           spdlog::info("api: local_async {} for {}: {}", text_of(fun), user, e->error);
+          if (is_busy(e->error)) return busy(e->error);
         }
       }
     }
@@ -285,7 +297,10 @@ chunk_result lowstate_runner::local(const value& chunk, const std::string& user,
     }
   }
   if (fin) {
-    if (auto e = wire::get_text(*fin, "error")) spdlog::info("api: local {} for {}: {}", text_of(fun), user, *e);
+    if (auto e = wire::get_text(*fin, "error")) {
+      spdlog::info("api: local {} for {}: {}", text_of(fun), user, *e);
+      if (is_busy(*e)) return busy(std::string(*e));
+    }
   }
   r.ret = std::move(ret);
   return r;
@@ -362,6 +377,7 @@ chunk_result lowstate_runner::runner(const value& chunk, const std::string& user
   if (auto* rr = std::get_if<ipc::runner_reply>(&*d)) {
     r.ret = rr->ret;
   } else if (auto* e = std::get_if<ipc::error_reply>(&*d)) {
+    if (is_busy(e->error)) return busy(e->error);
     r.ret = e->error;
   }
   if (truthy(wire::find(chunk, "full_return"))) r.ret = value{{"return", r.ret}, {"success", true}};

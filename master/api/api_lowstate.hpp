@@ -45,7 +45,8 @@ struct lowstate_services {
 };
 
 struct chunk_result {
-  int status = 200;    // 200, or the status of a refusal (400: unknown client, bad args)
+  int status = 200;    // 200, or the status of a refusal (400: unknown client, bad args;
+                       // 503: the master's CLI service is busy or stopping)
   std::string error;   // set with a refusal
   // The chunk's return; with `many` an array whose elements each become one element of
   // the reply's "return" list (Salt's `yield from` of a generator client).
