@@ -20,7 +20,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import PASSWORD, USER
+from console_stack import PASSWORD, USER
 from sylvite_harness import wait_for
 
 XSS = '<img src=x onerror="window.__xss=1">'
