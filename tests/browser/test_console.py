@@ -103,7 +103,7 @@ class Page:
             assert cells[3].strip(), f"{n}: no connection shown ({cells})"
             assert "ago" in cells[4], f"{n}: no last seen ({cells})"
 
-    def run(self, tgt, fun, args="", tgt_type="glob"):
+    def run(self, tgt, fun, args="", tgt_type="glob", batch="", run_async=False):
         d = self.d
         self.nav("run")
         t = css(d, "#run-tgt")[0]
@@ -117,6 +117,12 @@ class Page:
         a.clear()
         if args:
             a.send_keys(args)
+        b = css(d, "#run-batch")[0]
+        b.clear()
+        if batch:
+            b.send_keys(batch)
+        if css(d, "#run-async")[0].is_selected() != run_async:
+            css(d, "#run-async")[0].click()
         css(d, "#run-submit")[0].click()
 
     def run_ping(self, names):
@@ -212,6 +218,23 @@ def test_console_desktop(stack, browser_factory, shots_dir):
     p.shot("run")
     p.open_ping_job(["web1", "web2"])
     p.shot("job")
+
+    # Batch (local_batch) and async (local_async, then the job page).
+    p.run("web*", "test.ping", batch="1")
+
+    def batch_done():
+        cards = {c.get_attribute("data-minion"): c.text for c in css(d, "#run-result .ret-card")}
+        return {"web1", "web2"} <= set(cards) and all("True" in cards[n] for n in ("web1", "web2"))
+    wait(d, batch_done, 90, "the batch run")
+    p.run("web1,web2", "test.arg", "one two=2", tgt_type="list", run_async=True)
+    wait(d, lambda: css(d, "#run-async-result a.jid"), 60, "the async job id")
+    css(d, "#run-async-result a.jid")[0].click()
+
+    def async_done():
+        cards = {c.get_attribute("data-minion"): c.text for c in css(d, "#job-body .ret-card")}
+        return {"web1", "web2"} <= set(cards) and all('"one"' in cards[n] and '"two": 2' in cards[n]
+                                                       for n in ("web1", "web2"))
+    wait(d, async_done, 90, "the async job's returns (args and kwargs)")
 
     # A return carrying HTML is shown as text.
     p.run("web1", "test.echo", f"'{XSS}'")
