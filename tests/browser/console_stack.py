@@ -31,6 +31,24 @@ CHROMEDRIVER = os.environ.get("SYLVITE_CHROMEDRIVER", "/usr/bin/chromedriver")
 USER, PASSWORD = "console", "console-pass-1"
 
 
+def BACKEND_OPTS(root: Path) -> dict:
+    """Master options of every console test: the `file` eauth backend with one user
+    (a text file in root) allowed everything, and the netapi clients the console uses."""
+    users = Path(root) / "console-users.txt"
+    users.write_text(f"{USER}:{PASSWORD}\n")
+    os.chmod(users, 0o600)
+    return {
+        "external_auth": {"file": {"^filename": str(users), "^filetype": "text", "^hashtype": "plaintext",
+                                   USER: [".*", "@runner", "@wheel", "@jobs"]}},
+        "netapi_enable_clients": ["local", "local_async", "local_batch", "runner", "runner_async", "wheel"],
+    }
+
+
+def rest_opts(port: int) -> dict:
+    """The rest_cherrypy block: plain HTTP on loopback (tests only)."""
+    return {"host": "127.0.0.1", "port": port, "disable_ssl": True}
+
+
 class Api:
     """A tiny salt-api client for the test's own calls (not the browser's)."""
 
@@ -72,21 +90,12 @@ class Stack:
         self.minions = {}
         real = backend == "salt"
         self.bindir = SALT3008 if real else BIN
-        users = self.env.root / "console-users.txt"
-        users.write_text(f"{USER}:{PASSWORD}\n")
-        os.chmod(users, 0o600)
-        rest = {"host": "127.0.0.1", "port": self.port, "disable_ssl": True}
+        rest = rest_opts(self.port)
         if real:
             # salt-api serves our static files itself: same origin, no CORS needed.
             rest.update({"static": str(CONSOLE_DIR), "static_path": "/console"})
-        self.master = self.env.master(
-            name="saltmaster" if real else "master",
-            rest_cherrypy=rest,
-            external_auth={"file": {"^filename": str(users), "^filetype": "text", "^hashtype": "plaintext",
-                                    USER: [".*", "@runner", "@wheel", "@jobs"]}},
-            netapi_enable_clients=["local", "local_async", "local_batch", "runner", "runner_async", "wheel"],
-            keep_jobs_seconds=3600,
-        )
+        self.master = self.env.master(name="saltmaster" if real else "master", rest_cherrypy=rest,
+                                      keep_jobs_seconds=3600, **BACKEND_OPTS(self.env.root))
         self.state_dir = self.env.root / "state-out"
         self.state_dir.mkdir()
         (self.master.file_root / "top.sls").write_text("base:\n  '*':\n    - demo\n")
