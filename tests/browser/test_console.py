@@ -211,12 +211,12 @@ def test_console_desktop(stack, browser_factory, shots_dir):
     d = browser_factory(1280, 860)
     p = Page(d, stack, shots_dir, "desktop")
     p.login(shot=True)
-    p.minions(["web1", "web2"])
+    p.minions(stack.names)
     p.shot("minions")
 
-    p.run_ping(["web1", "web2"])
+    p.run_ping(stack.names)
     p.shot("run")
-    p.open_ping_job(["web1", "web2"])
+    p.open_ping_job(stack.names)
     p.shot("job")
 
     # Batch (local_batch) and async (local_async, then the job page).
@@ -243,11 +243,12 @@ def test_console_desktop(stack, browser_factory, shots_dir):
     assert d.execute_script("return window.__xss") is None
 
     # Highstate: a table of states with result, changes, comment and duration.
-    p.run("*", "state.apply")
+    p.run(stack.state_target, "state.apply")
 
     def highstate():
         tabs = css(d, "#run-result .highstate table")
-        return len(tabs) >= 2 and all(len(t.find_elements(By.CSS_SELECTOR, "tbody tr")) == 3 for t in tabs)
+        return len(tabs) == len(stack.state_minions) and all(
+            len(t.find_elements(By.CSS_SELECTOR, "tbody tr")) == 3 for t in tabs)
     wait(d, highstate, 180, "the highstate tables")
     text = css(d, "#run-result")[0].text
     assert "demo-changes" in text and "succeed_with_changes" in text and "3 succeeded" in text, text
@@ -264,7 +265,7 @@ def test_console_desktop(stack, browser_factory, shots_dir):
     p.shot("cluster")
 
     p.nav("minions")
-    p.minions(["web1", "web2", "new1"])
+    p.minions(stack.names + ["new1"])
     assert not p.js_errors(), p.js_errors()
 
 
@@ -273,14 +274,14 @@ def test_console_phone(stack, browser_factory, shots_dir):
     p = Page(d, stack, shots_dir, "phone")
     p.login(shot=True)
     p.no_sideways_scroll("login")
-    p.minions(["web1", "web2"])
+    p.minions(stack.names)
     p.no_sideways_scroll("minions")
     p.shot("minions")
 
-    p.run_ping(["web1", "web2"])
+    p.run_ping(stack.names)
     p.no_sideways_scroll("run")
     p.shot("run")
-    p.open_ping_job(["web1", "web2"])
+    p.open_ping_job(stack.names)
     p.no_sideways_scroll("job")
     p.shot("job")
     p.nav("jobs")
