@@ -266,6 +266,9 @@ def test_console_desktop(stack, browser_factory, shots_dir):
 
     p.nav("minions")
     p.minions(stack.names + ["new1"])
+    css(d, '#minions-table tr[data-minion="web1"] a.mid')[0].click()
+    wait(d, lambda: '"id": "web1"' in css(d, "#minion-body")[0].text and "minions" in css(d, "#minion-body")[0].text,
+         60, "web1's grains and key")
     assert not p.js_errors(), p.js_errors()
 
 

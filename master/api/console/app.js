@@ -196,7 +196,8 @@
     else if (page === 'login') page = 'minions';
     if (!PAGES[page]) page = 'minions';
     document.querySelectorAll('#nav a').forEach((a) => {
-      a.classList.toggle('active', a.dataset.page === page || (page === 'job' && a.dataset.page === 'jobs'));
+      a.classList.toggle('active', a.dataset.page === page || (page === 'job' && a.dataset.page === 'jobs') ||
+        (page === 'minion' && a.dataset.page === 'minions'));
     });
     const m = clear(main());
     m.dataset.page = page;
@@ -291,7 +292,7 @@
         const ipv4 = g && Array.isArray(g.ipv4) ? g.ipv4.filter((a) => a !== '127.0.0.1').join(', ') || g.ipv4.join(', ') : '';
         rows.push({
           attrs: { 'data-minion': id },
-          cells: [el('span', { class: 'mid', text: id }), badge(label, kind), state, conn,
+          cells: [el('a', { class: 'mid', href: '#/minion/' + encodeURIComponent(id), text: id }), badge(label, kind), state, conn,
             seen[id] ? el('span', { title: new Date(seen[id]).toISOString(), text: ago(seen[id]) }) : '',
             g ? String(g.os || '') : '', g ? String(g.osrelease || '') : '', ipv4],
         });
@@ -330,6 +331,32 @@
       render();
     }).catch((e) => { st.errors.push(['grains (/minions)', e]); render(); });
     return () => { alive = false; };
+  };
+
+  // ---- one minion: key fingerprint and all grains ------------------------------------------
+  PAGES.minion = function (c, args) {
+    const id = args[0] || '';
+    const body = el('div', { id: 'minion-body' }, el('p', { class: 'muted', text: 'Loading…' }));
+    pageHead(c, 'Minion ' + id, () => route(), el('a', { href: '#/minions', class: 'back', text: '← all minions' }));
+    c.append(body);
+    const key = el('div', { class: 'card' }, el('h2', { text: 'Key' }), el('p', { class: 'muted', text: 'Loading…' }));
+    const grains = el('div', { class: 'card' }, el('h2', { text: 'Grains' }), el('p', { class: 'muted', text: 'Loading…' }));
+    clear(body).append(key, grains);
+    api('GET', '/keys/' + encodeURIComponent(id)).then((r) => {
+      const k = (r && r.return) || {};
+      const dl = el('dl', { class: 'kv' });
+      for (const state of Object.keys(k)) {
+        if (!k[state] || typeof k[state] !== 'object') continue;
+        for (const mid of Object.keys(k[state])) dl.append(el('dt', { text: state }), el('dd', { class: 'mid', text: `${mid}: ${k[state][mid]}` }));
+      }
+      key.replaceChildren(el('h2', { text: 'Key' }), dl.childNodes.length ? dl : el('p', { class: 'muted', text: 'no key' }));
+    }).catch((e) => key.replaceChildren(el('h2', { text: 'Key' }), failBox('key', e)));
+    api('GET', '/minions/' + encodeURIComponent(id)).then((r) => {
+      let g = null;
+      for (const part of (r && r.return) || []) if (part && typeof part === 'object' && id in part) g = part[id];
+      grains.replaceChildren(el('h2', { text: 'Grains' }), g ? el('pre', { class: 'ret', text: pretty(g) })
+        : el('p', { class: 'muted', text: 'The minion did not answer.' }));
+    }).catch((e) => grains.replaceChildren(el('h2', { text: 'Grains' }), failBox('grains', e)));
   };
 
   // ---- jobs -------------------------------------------------------------------------------
