@@ -186,7 +186,7 @@
   }
 
   // ---- router -----------------------------------------------------------------------------
-  const PAGES = {};
+  const PAGES = Object.create(null);
   function route() {
     if (cleanup) { try { cleanup(); } catch (e) { /* ignore */ } cleanup = null; }
     const h = location.hash.replace(/^#\/?/, '');
