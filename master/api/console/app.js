@@ -586,10 +586,12 @@
   };
 
   // ---- keys -------------------------------------------------------------------------------
-  function confirmDialog(text, okLabel) {
+  function confirmDialog(text, okLabel, danger) {
     const d = document.getElementById('confirm');
     document.getElementById('confirm-text').textContent = text;
-    document.getElementById('confirm-ok').textContent = okLabel || 'OK';
+    const ok = document.getElementById('confirm-ok');
+    ok.textContent = okLabel || 'OK';
+    ok.className = danger ? 'danger' : 'primary';
     return new Promise((resolve) => {
       const done = () => { d.removeEventListener('close', done); resolve(d.returnValue === 'ok'); };
       d.addEventListener('close', done);
@@ -611,7 +613,7 @@
     ];
     async function act(action, id, kw) {
       const ok = await confirmDialog(`${action[0].toUpperCase() + action.slice(1)} the key of minion “${id}”?`,
-        action[0].toUpperCase() + action.slice(1));
+        action[0].toUpperCase() + action.slice(1), action !== 'accept');
       if (!ok) return;
       try {
         const r = await wheel('key.' + action, Object.assign({ match: id }, kw));
