@@ -588,7 +588,8 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
   // salt-run -t: the runner's timeout (manage.up and friends), as Salt's opts["timeout"].
   ctx.timeout = rq->timeout && *rq->timeout > 0 ? static_cast<int>(std::min<std::int64_t>(*rq->timeout, 86400))
                                                 : cfg_.timeout;
-  const std::string jid = new_jid();
+  // A jid given by the caller (the REST API's runner_async answers it at once) is kept.
+  const std::string jid = rq->jid && !rq->jid->empty() ? *rq->jid : new_jid();
   auto outcome = run_runner(ctx, *fun, rq->arg, rq->kwarg);
   store_runner_job(jid, *rq, outcome.ret, outcome.retcode);
   reply(outcome.ret, outcome.retcode);

@@ -29,6 +29,9 @@
 #include "core/transport/zmq.hpp"
 #include "core/util/log.hpp"
 #include "core/util/rate_limit.hpp"
+#include "master/api/api_server.hpp"
+#include "master/api/console_assets.hpp"
+#include "master/api/eauth.hpp"
 #include "master/event_publisher.hpp"
 #include "master/health_server.hpp"
 #include "master/ipc_protocol.hpp"
@@ -467,7 +470,63 @@ int run_master(const config::master_config& cfg) {
     }
     spdlog::info("health endpoint on {}:{} (/health, /ready)", host, health->bound_port());
   }
+  // REST API (salt-api's rest_cherrypy, issue 19): only when the master config has a
+  // rest_cherrypy block. Its own threads and io_context; lowstate goes through the CLI
+  // service, events come from the hub.
+  std::unique_ptr<api::eauth_service> eauth;
+  std::unique_ptr<api::api_server> rest;
+  {
+    auto ao = api::parse_api_options(core->cfg().raw);
+    if (!ao.error.empty()) {
+      spdlog::critical("salt-master cannot start: {}", ao.error);
+      if (health) health->stop();
+      cli.stop();
+      events_pub.stop();
+      stop_ports();
+      if (bus) bus->stop();
+      return 1;
+    }
+    if (ao.opts) {
+      eauth = std::make_unique<api::eauth_service>(
+          core->cfg(), [core](const value& tgt, const std::string& tgt_type) { return core->check_minions(tgt, tgt_type); });
+      api::lowstate_services ls;
+      ls.cfg = &core->cfg();
+      ls.cli = [core](const value& body, std::shared_ptr<cli_reply> out) { core->handle_cli(body, std::move(out)); };
+      ls.keys = &core->key_store();
+      ls.key_event = [core](const std::string& act, const std::vector<std::string>& ids) {
+        core->keys().key_event(act, ids);
+      };
+      ls.fire = [core](const std::string& tag, const value& data) { core->hub().fire(tag, data); };
+      api::api_server_deps d;
+      d.routes.cfg = &core->cfg();
+      d.routes.opts = *ao.opts;
+      d.routes.eauth = eauth.get();
+      d.routes.runner = std::make_shared<api::lowstate_runner>(ls);
+      d.routes.fire = ls.fire;
+      d.routes.console = [](std::string_view p) { return api::find_console_asset(p); };
+      d.routes.master_stats = [core] {
+        auto& c = core->counters();
+        return value{{"requests", c.requests.load()}, {"returns", c.returns.load()}, {"publishes", c.publishes.load()},
+                     {"refused", c.refused.load()},   {"dropped", c.dropped.load()}};
+      };
+      d.hub = &core->hub();
+      rest = std::make_unique<api::api_server>(std::move(d));
+      if (auto err = rest->start(); !err.empty()) {
+        spdlog::critical("salt-master cannot start the REST API: {}", err);
+        rest.reset();
+        if (health) health->stop();
+        cli.stop();
+        events_pub.stop();
+        stop_ports();
+        if (bus) bus->stop();
+        return 1;
+      }
+      spdlog::info("REST API (rest_cherrypy) on {}://{}:{}", ao.opts->disable_ssl ? "http" : "https", ao.opts->host,
+                   rest->bound_port());
+    }
+  }
   if (!drop_privileges(cfg)) {
+    if (rest) rest->stop();
     if (health) health->stop();
     cli.stop();
     stop_ports();
@@ -501,6 +560,7 @@ int run_master(const config::master_config& cfg) {
     timer.cancel();
     hup.cancel();
     ready_probe.set_shutting_down();
+    if (rest) rest->stop();
     if (health) health->stop();
     cli.stop();
     events_pub.stop();

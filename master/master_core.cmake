@@ -22,7 +22,7 @@ sylvite_library(sylvite_master
 
 sylvite_library(sylvite_master_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp ${CMAKE_CURRENT_LIST_DIR}/event_publisher.cpp
-  DEPS sylvite::master sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
+  DEPS sylvite::master sylvite::master_api sylvite::master_rest sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
 
 sylvite_executable(salt-master
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/main.cpp

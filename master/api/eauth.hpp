@@ -91,6 +91,25 @@ class eauth_service {
   decision check_publisher(const std::string& user, const std::string& fun, const wire::value& tgt,
                            const std::string& tgt_type) const;
 
+  // ---- Added by the eauth part (members only; the ones above are unchanged) -----------
+  // check_publisher with the publish load's fun (text or compound list) and arg (the
+  // conditioned list: a trailing {"__kwarg__": true, ...} map carries the kwargs), so
+  // argument specs in publisher_acl apply. user: the caller's name from the socket's
+  // peer credentials. Order as ClearFuncs.publish: publisher_acl_blacklist (users,
+  // modules) for everyone, then root and the master's user pass, then publisher_acl.
+  // Refusals: forbidden "Authorization error occurred." (blacklist, ACL), unauthorized
+  // "Authentication error occurred." (user not in publisher_acl).
+  decision check_publisher(const std::string& user, const wire::value& fun, const wire::value& arg,
+                           const wire::value& tgt, const std::string& tgt_type) const;
+  // True when publisher_acl or publisher_acl_blacklist is configured.
+  bool publisher_acl_configured() const;
+  // The perms salt-api's /login returns for who (netapi sum_permissions, then
+  // sorted_permissions: the user's own key, '*', the user's groups; strings sorted first).
+  wire::value login_perms(const identity& who) const;
+  // LoadAuth.time_auth: a failed authenticate() takes about as long as the slowest
+  // failure seen (initially 1 s, +-25% random). Tests set it to 0.
+  void set_failure_delay(double seconds) const;
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
