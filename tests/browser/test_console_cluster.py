@@ -64,7 +64,7 @@ def test_console_cluster_page(cluster, shots_dir):
 
     d = make_driver(1280, 860)
     try:
-        p = Page(d, _ClusterStack(c, m2), shots_dir, "desktop")
+        p = Page(d, _ClusterStack(c, m2), shots_dir, "3masters")
         p.login()
         p.minions(["c1"])
         p.nav("cluster")
