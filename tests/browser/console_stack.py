@@ -29,17 +29,21 @@ CONSOLE_DIR = REPO / "master" / "api" / "console"
 CHROMIUM = os.environ.get("SYLVITE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SYLVITE_CHROMEDRIVER", "/usr/bin/chromedriver")
 USER, PASSWORD = "console", "console-pass-1"
+# A user whose eauth ACL allows only test.ping on web*: the console must show refusals
+# and keep the session.
+LIMITED, LIMITED_PASSWORD = "helpdesk", "helpdesk-pass-1"
 
 
 def BACKEND_OPTS(root: Path) -> dict:
     """Master options of every console test: the `file` eauth backend with one user
     (a text file in root) allowed everything, and the netapi clients the console uses."""
     users = Path(root) / "console-users.txt"
-    users.write_text(f"{USER}:{PASSWORD}\n")
+    users.write_text(f"{USER}:{PASSWORD}\n{LIMITED}:{LIMITED_PASSWORD}\n")
     os.chmod(users, 0o600)
     return {
         "external_auth": {"file": {"^filename": str(users), "^filetype": "text", "^hashtype": "plaintext",
-                                   USER: [".*", "@runner", "@wheel", "@jobs"]}},
+                                   USER: [".*", "@runner", "@wheel", "@jobs"],
+                                   LIMITED: [{"web*": ["test.ping"]}]}},
         "netapi_enable_clients": ["local", "local_async", "local_batch", "runner", "runner_async", "wheel"],
     }
 

@@ -20,7 +20,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from console_stack import PASSWORD, USER
+from console_stack import LIMITED, LIMITED_PASSWORD, PASSWORD, USER
 from sylvite_harness import wait_for
 
 XSS = '<img src=x onerror="window.__xss=1">'
@@ -67,25 +67,25 @@ class Page:
         return out
 
     # -- flows ---------------------------------------------------------------------------
-    def login(self, shot=False):
+    def login(self, shot=False, user=USER, password=PASSWORD):
         d = self.d
         d.get(self.stack.url)
         wait(d, lambda: css(d, "#login-user"), 30, "the login form")
         eauth = css(d, "#login-eauth")[0]
         eauth.clear()
         eauth.send_keys("file")
-        css(d, "#login-user")[0].send_keys(USER)
+        css(d, "#login-user")[0].send_keys(user)
         css(d, "#login-pass")[0].send_keys("wrong")
         css(d, "#login-submit")[0].click()
         wait(d, lambda: "Login refused" in css(d, "#notice")[0].text, 30, "a wrong password to be refused")
         p = css(d, "#login-pass")[0]
         p.clear()
-        p.send_keys(PASSWORD)
+        p.send_keys(password)
         if shot:
             self.shot("login")
         css(d, "#login-submit")[0].click()
         wait(d, lambda: css(d, "#page-minions"), 30, "the minions page after login")
-        assert USER in css(d, "#who-name")[0].text
+        assert user in css(d, "#who-name")[0].text
 
     def minions(self, names):
         d = self.d
@@ -302,4 +302,35 @@ def test_console_phone(stack, browser_factory, shots_dir):
     p.cluster()
     p.no_sideways_scroll("cluster")
     p.shot("cluster")
+    assert not p.js_errors(), p.js_errors()
+
+
+def test_console_limited_user(stack, browser_factory, shots_dir):
+    """A user whose ACL allows only test.ping on web*: what is refused says so on the
+    page (salt-api answers 401 for it, sylvite 403), and the session stays."""
+    d = browser_factory(1280, 860)
+    p = Page(d, stack, shots_dir, "limited")
+    p.login(user=LIMITED, password=LIMITED_PASSWORD)
+    wait(d, lambda: "refused" in css(d, "#minions-body")[0].text, 60, "the keys refusal on the minions page")
+    p.run("web*", "test.ping")
+
+    def pinged():
+        cards = {c.get_attribute("data-minion"): c.text for c in css(d, "#run-result .ret-card")}
+        return {"web1", "web2"} <= set(cards) and all("True" in cards[n] for n in ("web1", "web2"))
+    wait(d, pinged, 90, "test.ping allowed on web*")
+    p.run("web*", "cmd.run", "id")
+    wait(d, lambda: "refused" in css(d, "#run-result")[0].text, 60, "cmd.run refused")
+    p.nav("keys")
+    wait(d, lambda: "refused" in css(d, "#keys-body")[0].text, 60, "the keys page refused")
+    p.shot("keys-refused")
+    # Still logged in.
+    assert css(d, "#page-keys") and not css(d, "#login-user")
+    assert LIMITED in css(d, "#who-name")[0].text
+    # A session that ends (here: /logout from elsewhere) sends the console to the login page.
+    token = d.execute_script("return JSON.parse(sessionStorage.getItem('sylvite.console.session')).token")
+    other = stack.api()
+    other.token = token
+    other.call("POST", "/logout", {})
+    css(d, "#page-keys .refresh")[0].click()
+    wait(d, lambda: css(d, "#login-user") and "expired" in css(d, "#notice")[0].text, 30, "back to the login page")
     assert not p.js_errors(), p.js_errors()

@@ -122,14 +122,35 @@
     }
     const text = await r.text();
     if (r.status === 401 && path !== '/login') {
-      dropSession('Your session expired or was refused; log in again.');
+      // salt-api answers 401 both for a dead session and for a call the user's eauth ACL
+      // refuses: only the first ends the session.
+      if (await sessionAlive()) throw new ApiError(401, 'refused: not allowed for this user (eauth ACL)');
+      dropSession('Your session expired; log in again.');
       throw new ApiError(401, 'not authenticated');
     }
+    if (r.status === 403) throw new ApiError(403, 'refused: not allowed for this user (eauth ACL)');
     if (!r.ok) throw new ApiError(r.status, `${r.status} ${errorText(text) || r.statusText}`);
     try {
       return JSON.parse(text);
     } catch (e) {
       throw new ApiError(r.status, 'the API did not answer JSON');
+    }
+  }
+
+  // Is the session still alive? GET /events needs nothing but a valid token (no ACL):
+  // open it, read the status, abort the stream.
+  async function sessionAlive() {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), 5000);
+    try {
+      const r = await fetch(BASE + '/events', { headers: { Accept: 'text/event-stream', 'X-Auth-Token': S.token || '' },
+        credentials: 'same-origin', signal: ctl.signal });
+      return r.status !== 401;
+    } catch (e) {
+      return true;  // unreachable or slow: keep the session, the next call will tell
+    } finally {
+      clearTimeout(timer);
+      ctl.abort();
     }
   }
 
@@ -271,6 +292,7 @@
     function render() {
       if (!alive) return;
       clear(body);
+      if (st.errors.length) body.append(el('div', { class: 'errors' }, st.errors.map((e) => failBox(e[0], e[1]))));
       if (!st.keys) return;
       const seen = lastSeen();
       const ids = new Map();
@@ -299,7 +321,6 @@
       }
       body.append(table(['Minion', 'Key', 'Status', 'Connected to', 'Last seen', 'OS', 'Release', 'IPv4'], rows,
         { id: 'minions-table' }));
-      if (st.errors.length) body.append(el('div', null, st.errors.map((e) => failBox(e[0], e[1]))));
       body.append(el('p', { class: 'muted small',
         text: 'Last seen: the last time this browser saw the minion answer (status ping or job return). ' +
           'Connected to: manage.present (the minions connected to the master this console talks to).' }));
@@ -307,7 +328,7 @@
 
     status.textContent = 'Asking the minions (manage.status)…';
     api('GET', '/keys').then((r) => { st.keys = (r && r.return) || {}; render(); })
-      .catch((e) => { clear(body).append(failBox('keys', e)); });
+      .catch((e) => { st.errors.push(['keys', e]); render(); });
     runner('manage.status').then((r) => {
       if (r && typeof r === 'object') {
         st.up = r.up || []; st.down = r.down || [];
