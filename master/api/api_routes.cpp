@@ -70,9 +70,26 @@ api_routes::api_routes(api_routes_deps d) : d_(std::move(d)) {}
 
 void api_routes::log_refusal(const api_request& req, unsigned status, const std::string& why) {
   counters_.refused++;
-  if (auto n = refusal_log_.hit())
-    spdlog::warn("api: {} {} from {} refused: {} {}{}", req.method, req.path, req.remote, status, why,
-                 n > 1 ? " (" + std::to_string(n - 1) + " more refusals in the last second)" : std::string());
+  // One line per refusal, up to kRefusalLines a second; beyond that (a flood) one line
+  // per second says how many went unlogged.
+  constexpr std::uint64_t kRefusalLines = 50;
+  const auto sec = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  std::uint64_t suppressed = 0;
+  bool log_it = false;
+  {
+    std::lock_guard lk(log_mu_);
+    if (sec != log_second_) {
+      suppressed = log_suppressed_;
+      log_suppressed_ = 0;
+      log_count_ = 0;
+      log_second_ = sec;
+    }
+    log_it = ++log_count_ <= kRefusalLines;
+    if (!log_it) ++log_suppressed_;
+  }
+  if (suppressed) spdlog::warn("api: {} more refusal(s) were not logged (more than {} a second)", suppressed, kRefusalLines);
+  if (log_it) spdlog::warn("api: {} {} from {} refused: {} {}", req.method, req.path, req.remote, status, why);
 }
 
 api_response api_routes::refuse(const api_request& req, unsigned status, const std::string& why, media m) {

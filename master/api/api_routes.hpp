@@ -22,12 +22,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/util/rate_limit.hpp"
 #include "core/wire/value.hpp"
 #include "master/api/api_http.hpp"
 #include "master/api/api_lowstate.hpp"
@@ -106,7 +106,10 @@ class api_routes {
 
   api_routes_deps d_;
   api_counters counters_;
-  util::log_limiter refusal_log_{std::chrono::seconds(1)};
+  std::mutex log_mu_;
+  std::int64_t log_second_ = 0;
+  std::uint64_t log_count_ = 0;
+  std::uint64_t log_suppressed_ = 0;
 };
 
 // A ustar archive of (name, content) files, mode 0644, as Python's tarfile writes them

@@ -24,6 +24,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "core/util/rate_limit.hpp"
 #include "master/event_hub.hpp"
 #include "master/worker_pool.hpp"
 
@@ -228,6 +229,11 @@ asio::awaitable<void> api_server::impl::session(std::shared_ptr<connection<Strea
       lowest.expires_after(kWriteTimeout);
       co_await http::async_write(c->stream, res, tok);
     };
+    if (ec == http::error::body_limit) {  // Content-Length over the limit: known from the head
+      co_await refuse_and_close(413, "Request body too large (max_request_body_size " +
+                                         std::to_string(d.routes.opts.max_request_body_size) + ")");
+      break;
+    }
     if (ec) {
       if (!benign(ec)) co_await refuse_and_close(ec == http::error::header_limit ? 431 : 400, ec.message());
       break;
