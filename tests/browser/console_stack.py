@@ -45,6 +45,10 @@ def BACKEND_OPTS(root: Path) -> dict:
                                    USER: [".*", "@runner", "@wheel", "@jobs"],
                                    LIMITED: [{"web*": ["test.ping"]}]}},
         "netapi_enable_clients": ["local", "local_async", "local_batch", "runner", "runner_async", "wheel"],
+        # A loaded CI machine: a Python salt-minion may take seconds to fork a job, and
+        # manage.status / GET /minions wait this long for the slowest minion.
+        "timeout": 20,
+        "gather_job_timeout": 20,
     }
 
 
@@ -119,19 +123,19 @@ class Stack:
         minions = self.names
         if real:
             self.master.start(binary=str(SALT3008 / "salt-master"))
-            wait_for(lambda: self.cli("salt-key", "-L", "--out", "json").returncode == 0, 90, "salt-master to start")
+            wait_for(lambda: self.cli("salt-key", "-L", "--out", "json").returncode == 0, 180, "salt-master to start")
             self.api_proc = Proc([str(SALT3008 / "salt-api"), "-c", str(self.master.conf_dir)],
                                  self.master.root / "api.out")
         else:
             self.master.start()
-            self.master.wait_ready()
-        wait_for(self._api_up, 90, "the REST API to answer")
+            self.master.wait_ready(timeout=120)  # key generation on a loaded machine
+        wait_for(self._api_up, 180, "the REST API to answer")
         for n in minions:
             self.start_minion(n, real=(n == "salt1"))
-        wait_for(lambda: set(minions) <= set(self.keys().get("minions_pre", [])), 90, "minion keys pending")
+        wait_for(lambda: set(minions) <= set(self.keys().get("minions_pre", [])), 240, "minion keys pending")
         r = self.cli("salt-key", "-A", "-y")
         assert r.returncode == 0, r.stdout + r.stderr
-        wait_for(lambda: self.ping(minions), 120, "the minions to answer test.ping", interval=1)
+        wait_for(lambda: self.ping(minions), 240, "the minions to answer test.ping", interval=1)
         self.url = f"http://127.0.0.1:{self.port}/console/" + ("index.html" if real else "")
         return self
 

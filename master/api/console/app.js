@@ -731,7 +731,7 @@
       // then ?token= (sylvite and older salt-api) if the stream closed before it opened.
       const url = BASE + '/events' + (withToken ? '?token=' + encodeURIComponent(S.token) : '');
       es = new EventSource(url, { withCredentials: true });
-      es.onopen = () => { opened = true; setState('connected', 'ok'); };
+      es.onopen = () => { opened = true; state.dataset.via = withToken ? 'token' : 'cookie'; setState('connected', 'ok'); };
       es.onmessage = onEvent;
       es.onerror = () => {
         if (closed) return;
