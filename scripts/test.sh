@@ -3,7 +3,8 @@
 #   1. setup (packages + Salt venv), 2. build (-Werror under CI), the layering check
 #      (scripts/check_layers.py) and unit tests,
 #   3. ASan+UBSan build and unit tests, 4. bounded libFuzzer runs,
-#   5. end-to-end and interop tests with real processes (pytest).
+#   5. end-to-end and interop tests with real processes (pytest), 6. the web console in
+#      headless Chromium (tests/browser).
 # Usage: scripts/test.sh [--quick]   (--quick: skip the sanitizer and fuzz stages)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +67,9 @@ if [[ "${status[build]}" == ok* ]]; then
   export PYTHONPATH="$here/tests${PYTHONPATH:+:$PYTHONPATH}"  # the pytest_noskip plugin
   stage e2e "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider -n 2 --dist loadgroup --timeout 600 tests/e2e
   stage interop "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider -n 2 --timeout 600 tests/interop
+  # The web console in headless Chromium against a sylvite master and real salt-api (issue 19).
+  SYLVITE_SCREENSHOTS="${SYLVITE_SCREENSHOTS:-$here/build/console-screenshots}" \
+    stage browser "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider --timeout 900 tests/browser
 fi
 
 echo

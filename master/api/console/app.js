@@ -122,14 +122,35 @@
     }
     const text = await r.text();
     if (r.status === 401 && path !== '/login') {
-      dropSession('Your session expired or was refused; log in again.');
+      // salt-api answers 401 both for a dead session and for a call the user's eauth ACL
+      // refuses: only the first ends the session.
+      if (await sessionAlive()) throw new ApiError(401, 'refused: not allowed for this user (eauth ACL)');
+      dropSession('Your session expired; log in again.');
       throw new ApiError(401, 'not authenticated');
     }
+    if (r.status === 403) throw new ApiError(403, 'refused: not allowed for this user (eauth ACL)');
     if (!r.ok) throw new ApiError(r.status, `${r.status} ${errorText(text) || r.statusText}`);
     try {
       return JSON.parse(text);
     } catch (e) {
       throw new ApiError(r.status, 'the API did not answer JSON');
+    }
+  }
+
+  // Is the session still alive? GET /events needs nothing but a valid token (no ACL):
+  // open it, read the status, abort the stream.
+  async function sessionAlive() {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), 5000);
+    try {
+      const r = await fetch(BASE + '/events', { headers: { Accept: 'text/event-stream', 'X-Auth-Token': S.token || '' },
+        credentials: 'same-origin', signal: ctl.signal });
+      return r.status !== 401;
+    } catch (e) {
+      return true;  // unreachable or slow: keep the session, the next call will tell
+    } finally {
+      clearTimeout(timer);
+      ctl.abort();
     }
   }
 
@@ -186,7 +207,7 @@
   }
 
   // ---- router -----------------------------------------------------------------------------
-  const PAGES = {};
+  const PAGES = Object.create(null);
   function route() {
     if (cleanup) { try { cleanup(); } catch (e) { /* ignore */ } cleanup = null; }
     const h = location.hash.replace(/^#\/?/, '');
@@ -196,7 +217,8 @@
     else if (page === 'login') page = 'minions';
     if (!PAGES[page]) page = 'minions';
     document.querySelectorAll('#nav a').forEach((a) => {
-      a.classList.toggle('active', a.dataset.page === page || (page === 'job' && a.dataset.page === 'jobs'));
+      a.classList.toggle('active', a.dataset.page === page || (page === 'job' && a.dataset.page === 'jobs') ||
+        (page === 'minion' && a.dataset.page === 'minions'));
     });
     const m = clear(main());
     m.dataset.page = page;
@@ -270,6 +292,7 @@
     function render() {
       if (!alive) return;
       clear(body);
+      if (st.errors.length) body.append(el('div', { class: 'errors' }, st.errors.map((e) => failBox(e[0], e[1]))));
       if (!st.keys) return;
       const seen = lastSeen();
       const ids = new Map();
@@ -291,14 +314,13 @@
         const ipv4 = g && Array.isArray(g.ipv4) ? g.ipv4.filter((a) => a !== '127.0.0.1').join(', ') || g.ipv4.join(', ') : '';
         rows.push({
           attrs: { 'data-minion': id },
-          cells: [el('span', { class: 'mid', text: id }), badge(label, kind), state, conn,
+          cells: [el('a', { class: 'mid', href: '#/minion/' + encodeURIComponent(id), text: id }), badge(label, kind), state, conn,
             seen[id] ? el('span', { title: new Date(seen[id]).toISOString(), text: ago(seen[id]) }) : '',
             g ? String(g.os || '') : '', g ? String(g.osrelease || '') : '', ipv4],
         });
       }
       body.append(table(['Minion', 'Key', 'Status', 'Connected to', 'Last seen', 'OS', 'Release', 'IPv4'], rows,
         { id: 'minions-table' }));
-      if (st.errors.length) body.append(el('div', null, st.errors.map((e) => failBox(e[0], e[1]))));
       body.append(el('p', { class: 'muted small',
         text: 'Last seen: the last time this browser saw the minion answer (status ping or job return). ' +
           'Connected to: manage.present (the minions connected to the master this console talks to).' }));
@@ -306,7 +328,7 @@
 
     status.textContent = 'Asking the minions (manage.status)…';
     api('GET', '/keys').then((r) => { st.keys = (r && r.return) || {}; render(); })
-      .catch((e) => { clear(body).append(failBox('keys', e)); });
+      .catch((e) => { st.errors.push(['keys', e]); render(); });
     runner('manage.status').then((r) => {
       if (r && typeof r === 'object') {
         st.up = r.up || []; st.down = r.down || [];
@@ -330,6 +352,32 @@
       render();
     }).catch((e) => { st.errors.push(['grains (/minions)', e]); render(); });
     return () => { alive = false; };
+  };
+
+  // ---- one minion: key fingerprint and all grains ------------------------------------------
+  PAGES.minion = function (c, args) {
+    const id = args[0] || '';
+    const body = el('div', { id: 'minion-body' }, el('p', { class: 'muted', text: 'Loading…' }));
+    pageHead(c, 'Minion ' + id, () => route(), el('a', { href: '#/minions', class: 'back', text: '← all minions' }));
+    c.append(body);
+    const key = el('div', { class: 'card' }, el('h2', { text: 'Key' }), el('p', { class: 'muted', text: 'Loading…' }));
+    const grains = el('div', { class: 'card' }, el('h2', { text: 'Grains' }), el('p', { class: 'muted', text: 'Loading…' }));
+    clear(body).append(key, grains);
+    api('GET', '/keys/' + encodeURIComponent(id)).then((r) => {
+      const k = (r && r.return) || {};
+      const dl = el('dl', { class: 'kv' });
+      for (const state of Object.keys(k)) {
+        if (!k[state] || typeof k[state] !== 'object') continue;
+        for (const mid of Object.keys(k[state])) dl.append(el('dt', { text: state }), el('dd', { class: 'mid', text: `${mid}: ${k[state][mid]}` }));
+      }
+      key.replaceChildren(el('h2', { text: 'Key' }), dl.childNodes.length ? dl : el('p', { class: 'muted', text: 'no key' }));
+    }).catch((e) => key.replaceChildren(el('h2', { text: 'Key' }), failBox('key', e)));
+    api('GET', '/minions/' + encodeURIComponent(id)).then((r) => {
+      let g = null;
+      for (const part of (r && r.return) || []) if (part && typeof part === 'object' && id in part) g = part[id];
+      grains.replaceChildren(el('h2', { text: 'Grains' }), g ? el('pre', { class: 'ret', text: pretty(g) })
+        : el('p', { class: 'muted', text: 'The minion did not answer.' }));
+    }).catch((e) => grains.replaceChildren(el('h2', { text: 'Grains' }), failBox('grains', e)));
   };
 
   // ---- jobs -------------------------------------------------------------------------------
@@ -559,10 +607,12 @@
   };
 
   // ---- keys -------------------------------------------------------------------------------
-  function confirmDialog(text, okLabel) {
+  function confirmDialog(text, okLabel, danger) {
     const d = document.getElementById('confirm');
     document.getElementById('confirm-text').textContent = text;
-    document.getElementById('confirm-ok').textContent = okLabel || 'OK';
+    const ok = document.getElementById('confirm-ok');
+    ok.textContent = okLabel || 'OK';
+    ok.className = danger ? 'danger' : 'primary';
     return new Promise((resolve) => {
       const done = () => { d.removeEventListener('close', done); resolve(d.returnValue === 'ok'); };
       d.addEventListener('close', done);
@@ -584,7 +634,7 @@
     ];
     async function act(action, id, kw) {
       const ok = await confirmDialog(`${action[0].toUpperCase() + action.slice(1)} the key of minion “${id}”?`,
-        action[0].toUpperCase() + action.slice(1));
+        action[0].toUpperCase() + action.slice(1), action !== 'accept');
       if (!ok) return;
       try {
         const r = await wheel('key.' + action, Object.assign({ match: id }, kw));
@@ -681,7 +731,7 @@
       // then ?token= (sylvite and older salt-api) if the stream closed before it opened.
       const url = BASE + '/events' + (withToken ? '?token=' + encodeURIComponent(S.token) : '');
       es = new EventSource(url, { withCredentials: true });
-      es.onopen = () => { opened = true; setState('connected', 'ok'); };
+      es.onopen = () => { opened = true; state.dataset.via = withToken ? 'token' : 'cookie'; setState('connected', 'ok'); };
       es.onmessage = onEvent;
       es.onerror = () => {
         if (closed) return;
