@@ -7,8 +7,8 @@
 //   - netapi_enable_clients (master option, Salt's default []) must list a client before
 //     it can be used: "Client disabled: ..." (400);
 //   - /jobs/<jid> builds "return" from the Result of jobs.list_job, as Jobs.GET does.
-// Differences (docs/operations.md): ACL refusals are 403 (salt-api: 401); an unsupported
-// Content-Type is 415 (salt-api: 500); CORS answers "*" without credentials (salt-api
+// ACL refusals are 401 as in salt-api (the reason is in the body and the log).
+// Differences (docs/operations.md): an unsupported Content-Type is 415 (salt-api: 500); CORS answers "*" without credentials (salt-api
 // reflects any Origin with Allow-Credentials, which lets any site use a browser's
 // session cookie); /events also takes token / salt_token in the query (3008.5 refuses
 // query parameters there).
@@ -506,7 +506,9 @@ std::optional<value> api_routes::exec_lowstate(const api_request& req, context& 
     }
     auto dec = d_.eauth->check(*who, chunk);
     if (!dec.allowed) {
-      unsigned st = dec.why == api::refusal::bad_request ? 400u : dec.why == api::refusal::unauthorized ? 401u : 403u;
+      // salt-api answers 401 for an ACL refusal too (EauthAuthenticationError): clients
+      // written for it (pepper, scripts) rely on that.
+      unsigned st = dec.why == api::refusal::bad_request ? 400u : 401u;
       refusal = refuse(req, st,
                        dec.reason.empty() ? std::string("Authorization error occurred.") : dec.reason, c.m);
       return std::nullopt;

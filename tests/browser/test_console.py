@@ -330,7 +330,7 @@ def test_console_phone(stack, browser_factory, shots_dir):
 
 def test_console_limited_user(stack, browser_factory, shots_dir):
     """A user whose ACL allows only test.ping on web*: what is refused says so on the
-    page (salt-api answers 401 for it, sylvite 403), and the session stays."""
+    page (401 from both salt-api and sylvite), and the session stays."""
     d = browser_factory(1280, 860)
     p = Page(d, stack, shots_dir, "limited")
     p.login(user=LIMITED, password=LIMITED_PASSWORD)
