@@ -538,7 +538,7 @@ bool eauth_service::publisher_acl_configured() const {
 }
 
 decision eauth_service::check_publisher(const std::string& user, const value& fun, const value& arg, const value& tgt,
-                                        const std::string& tgt_type) const {
+                                        const std::string& tgt_type, bool trusted) const {
   // ClearFuncs.publish: the blacklist first, for every user (root included).
   if (acl::user_is_blacklisted(impl_->publisher_acl_blacklist, user) ||
       acl::cmd_is_blacklisted(impl_->publisher_acl_blacklist, fun)) {
@@ -548,7 +548,7 @@ decision eauth_service::check_publisher(const std::string& user, const value& fu
     return refuse(refusal::forbidden, "Authorization error occurred.");
   }
   // LoadAuth.authenticate_key: root and the master's own user are trusted as they are.
-  if (user == "root" || user == impl_->master_user) return allow();
+  if (trusted || user == "root" || user == impl_->master_user) return allow();
   value auth_list = acl::publisher_auth_list(impl_->publisher_acl, user);
   if (auth_list.empty()) {
     spdlog::warn("publisher_acl: user {} is not in publisher_acl: authentication failure of type \"user\"", safe(user));

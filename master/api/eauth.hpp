@@ -99,8 +99,11 @@ class eauth_service {
   // modules) for everyone, then root and the master's user pass, then publisher_acl.
   // Refusals: forbidden "Authorization error occurred." (blacklist, ACL), unauthorized
   // "Authentication error occurred." (user not in publisher_acl).
+  // trusted: a caller already authorized another way (an in-process caller such as the
+  // REST API after its eauth check, as ClearFuncs.publish for an eauth load): only the
+  // blacklist applies to it.
   decision check_publisher(const std::string& user, const wire::value& fun, const wire::value& arg,
-                           const wire::value& tgt, const std::string& tgt_type) const;
+                           const wire::value& tgt, const std::string& tgt_type, bool trusted = false) const;
   // salt.utils.master.get_values_of_matching_keys(publisher_acl, user): the user's
   // publisher_acl entries (empty: not in publisher_acl).
   wire::value publisher_auth_list(const std::string& user) const;
