@@ -33,36 +33,42 @@ def side(env, name, bindir):
                    external_auth={"file": {"^filename": str(users), **EAUTH}}, netapi_enable_clients=CLIENTS)
     m.start(binary=str(bindir / "salt-master"))
     api_proc = None
-    if bindir == BIN:
-        m.wait_ready(timeout=120)
-    else:
-        wait_for(lambda: m.cli("salt-key", "-L", "--out", "json", binary_dir=bindir).returncode == 0, 120,
-                 f"{name} to start")
-        api_proc = Proc([str(REAL / "salt-api"), "-c", str(m.conf_dir), "-l", "info"], m.root / "salt-api.out")
-    mi = env.minion(f"r1-{name}", m, id="r1")
-    mi.write_config(multiprocessing=False)
-    mi.start(binary=str(REAL / "salt-minion"))
+    try:
+        if bindir == BIN:
+            m.wait_ready(timeout=120)
+        else:
+            wait_for(lambda: m.cli("salt-key", "-L", "--out", "json", binary_dir=bindir).returncode == 0, 120,
+                     f"{name} to start")
+            api_proc = Proc([str(REAL / "salt-api"), "-c", str(m.conf_dir), "-l", "info"], m.root / "salt-api.out")
+        mi = env.minion(f"r1-{name}", m, id="r1")
+        mi.write_config(multiprocessing=False)
+        mi.start(binary=str(REAL / "salt-minion"))
 
-    def pending():
-        r = m.cli("salt-key", "-L", "--out", "json", binary_dir=bindir)
-        return r.returncode == 0 and "r1" in json.loads(r.stdout).get("minions_pre", [])
-    wait_for(pending, 120, f"{name}: r1 pending")
-    assert m.cli("salt-key", "-A", "-y", binary_dir=bindir).returncode == 0
-    api = Api(port)
+        def pending():
+            r = m.cli("salt-key", "-L", "--out", "json", binary_dir=bindir)
+            return r.returncode == 0 and "r1" in json.loads(r.stdout).get("minions_pre", [])
+        wait_for(pending, 120, f"{name}: r1 pending")
+        assert m.cli("salt-key", "-A", "-y", binary_dir=bindir).returncode == 0
+        api = Api(port)
 
-    def api_up():
-        try:
-            return api.request("GET", "/", token=False)[0] == 200
-        except OSError:
-            return False
-    wait_for(api_up, 120, f"{name}'s API")
+        def api_up():
+            try:
+                return api.request("GET", "/", token=False)[0] == 200
+            except OSError:
+                return False
+        wait_for(api_up, 120, f"{name}'s API")
 
-    def minion_up():
-        st, body = api.json("POST", "/run", [{"client": "local", "tgt": "r1", "fun": "test.ping", "username": "alice",
-                                              "password": "secret", "eauth": "file"}], token=False)
-        return st == 200 and body == {"return": [{"r1": True}]}
-    wait_for(minion_up, 120, f"r1 answering through {name}'s API", interval=1)
-    api.login()
+        def minion_up():
+            st, body = api.json("POST", "/run", [{"client": "local", "tgt": "r1", "fun": "test.ping", "username": "alice",
+                                                  "password": "secret", "eauth": "file"}], token=False)
+            return st == 200 and body == {"return": [{"r1": True}]}
+        wait_for(minion_up, 120, f"r1 answering through {name}'s API", interval=1)
+        api.login()
+    except BaseException:
+        # salt-api is not one of env's nodes: stop it here when this side fails to come up.
+        if api_proc:
+            api_proc.kill()
+        raise
     return m, api, api_proc
 
 
@@ -77,8 +83,8 @@ def shape(v):
 
 def test_api_differential(env):
     real_m, real, real_api = side(env, "realapi", REAL)
-    sylv_m, sylv, _ = side(env, "sylvapi", BIN)
     try:
+        sylv_m, sylv, _ = side(env, "sylvapi", BIN)
         # /login
         lr = real.json("POST", "/login", {"username": "alice", "password": "secret", "eauth": "file"}, token=False)
         ls = sylv.json("POST", "/login", {"username": "alice", "password": "secret", "eauth": "file"}, token=False)
