@@ -7,11 +7,25 @@
 # `salt '*' test.ping` from each master: every minion answers every master.
 # Everything lives in a temp dir that is removed at the end (DEMO_KEEP=1 keeps it and
 # leaves the daemons running, printing how to stop them).
+# Installs and builds only what the demo needs (scripts/setup.sh --demo: no Salt
+# virtualenvs, no test-only packages; the daemons and CLIs only, no unit tests);
+# scripts/test.sh (README command 2) adds the rest.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-bash "$here/scripts/setup.sh" "$here/build"
-bash "$here/scripts/build.sh" "$here/build"
+t0=$(date +%s)
+step() { echo "demo [$1/4] $2 ($(( $(date +%s) - t0 )) s)"; }
+step 1 "Debian packages: scripts/setup.sh --demo"
+bash "$here/scripts/setup.sh" --demo "$here/build"
+step 2 "build the daemons and CLIs into build/bin"
+export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
+if [[ -f "$here/build/CMakeCache.txt" ]]; then
+  cmake -S "$here" -B "$here/build" >/dev/null   # keep the folder's settings (tests on or off)
+else
+  cmake -S "$here" -B "$here/build" -G Ninja -DSYLVITE_WERROR=ON -DSYLVITE_TESTS=OFF >/dev/null
+fi
+ninja -C "$here/build" -j"$(nproc)" salt-master salt-minion salt salt-key salt-run salt-call sylvite-render
 bin="$here/build/bin"
+step 3 "start three masters, HAProxy and three minions"
 
 demo=$(mktemp -d /tmp/sylvite-demo.XXXXXX)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -108,6 +122,7 @@ CONF
 done
 
 salt_key() { "$bin/salt-key" -c "$demo/master1/conf" "$@"; }
+step 4 "accept the keys and run salt '*' test.ping on each master"
 echo "waiting for the three minion keys (minions -> HAProxy -> any master)..."
 for _ in $(seq 1 120); do
   [[ $(salt_key -l pre --out json 2>/dev/null | grep -c '"minion[123]"' || true) -ge 3 ]] && break
@@ -130,4 +145,4 @@ done
 echo "+ salt-run cluster.peers   (on master1)"
 "$bin/salt-run" -c "$demo/master1/conf" cluster.peers || true
 ((ok)) || { echo "demo: not every minion answered every master"; tail -n 20 "$demo"/*.out; exit 1; }
-echo "demo: every minion answered every master of the cluster"
+echo "demo: every minion answered every master of the cluster ($(( $(date +%s) - t0 )) s in all)"

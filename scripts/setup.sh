@@ -1,36 +1,57 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for building, demoing and testing sylvite.
-# Idempotent and non-interactive. Installs the Debian packages, then real Salt (the
-# interop peer and benchmark baseline) into virtualenvs under the build folder.
-#   scripts/setup.sh [BUILD_DIR]        (default: ./build)
+# Idempotent and non-interactive.
+#   scripts/setup.sh [BUILD_DIR]          everything: the packages to build and run
+#                                         sylvite, the test-only packages, real Salt
+#                                         (interop peer, benchmark baseline) in
+#                                         virtualenvs and the Python test tools
+#   scripts/setup.sh --demo [BUILD_DIR]   only what README command 1 (scripts/demo.sh)
+#                                         needs: build tools, the libraries, Debian's
+#                                         Python + Jinja2 for the render worker, HAProxy
+# BUILD_DIR defaults to ./build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+mode=full
+if [[ "${1:-}" == --demo ]]; then mode=demo; shift; fi
 build=${1:-$here/build}
 SALT_VERSION=${SALT_VERSION:-3008.5}
 
+# To build and run sylvite (the daemons, the CLIs, sylvite-render) and the demo.
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost1.81-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
-  clang libclang-rt-14-dev
-  python3 python3-venv python3-dev
-  python3-jinja2 python3-markupsafe python3-pyflakes python3-yaml python3-jmespath python3-dateutil libpython3-dev gnupg
-  iproute2 iptables procps psmisc
-  glusterfs-server glusterfs-client
-  haproxy
-  libzmq3-dev cppzmq-dev
-  libpam0g-dev chromium chromium-driver
-  postgresql libpq-dev
+  libcli11-dev libspdlog-dev libfmt-dev
+  libzmq3-dev cppzmq-dev libpam0g-dev libpq-dev
+  python3 libpython3-dev python3-jinja2 python3-markupsafe python3-yaml python3-jmespath python3-dateutil gnupg
+  haproxy procps
 )
+# Only for the tests, the fuzzers and the benchmarks.
+if [[ $mode == full ]]; then
+  packages+=(
+    libgtest-dev libgmock-dev clang libclang-rt-14-dev
+    python3-venv python3-dev python3-pyflakes
+    iproute2 iptables psmisc
+    glusterfs-server glusterfs-client
+    chromium chromium-driver
+    postgresql
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
+  echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: Debian packages installed"
+else
+  echo "setup: Debian packages already installed (${#packages[@]})"
+fi
+if [[ $mode == demo ]]; then
+  echo "setup: ok (demo: no Salt virtualenvs, no test tools; scripts/setup.sh adds them)"
+  exit 0
 fi
 
 # Real Salt in virtualenvs, cached outside the checkout (SYLVITE_CACHE, default
