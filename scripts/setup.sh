@@ -20,7 +20,7 @@ packages=(
   haproxy
   libzmq3-dev cppzmq-dev
   libpam0g-dev chromium chromium-driver
-  postgresql libpq-dev
+  postgresql libpq-dev openssl
 )
 missing=()
 for p in "${packages[@]}"; do
