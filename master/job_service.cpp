@@ -237,6 +237,11 @@ publish_result job_service::publish(const publish_request& req) {
   ev["minions"] = res.minions;
   ev["missing"] = res.missing;
   events_.fire("salt/job/" + res.jid + "/new", ev, res.jid);
+  // Salt's ClearFuncs.publish fires the publish load (its _prep_pub's) as
+  // salt/job/<jid>/publish before sending it. Not keyed by jid (no CLI wait needs it); in a
+  // cluster the peers get it as a peer event (stored and reacted to only here) and send
+  // the job through the cluster's own publish message, never through this event.
+  events_.fire("salt/job/" + res.jid + "/publish", load);
 
   const bool topic = req.tgt_type == "glob" || req.tgt_type == "pcre" || req.tgt_type == "list";
   {

@@ -1,7 +1,8 @@
 // sylvite::master job service: a job's whole life on the master.
 //   publish      target -> expected minions, the load saved in the job store, the
-//                salt/job/<jid>/new event, the frame wrapped (AES, serial, signature) and
-//                handed to the publish port, and in a cluster to every peer;
+//                salt/job/<jid>/new and salt/job/<jid>/publish events, the frame wrapped
+//                (AES, serial, signature) and handed to the publish port, and in a
+//                cluster to every peer;
 //   record_return  a minion's _return: stored in the job store (first return wins), the
 //                salt/job/<jid>/ret/<id> event, and in a cluster routed to the master that
 //                published the job (the owner map);

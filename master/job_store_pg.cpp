@@ -17,12 +17,6 @@
 namespace sylvite::master::pg {
 
 namespace {
-std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-std::int64_t now_ms() { return now_us() / 1000; }
-
 // The jid Salt would give at a time (%Y%m%d%H%M%S%f, UTC).
 std::string jid_at(std::int64_t unix_us) {
   std::string t = timestamp(unix_us);  // "YYYY-MM-DD HH:MM:SS.ffffff+00"
@@ -61,6 +55,25 @@ result<std::unique_ptr<job_store_pg>> job_store_pg::create(const options& o) {
   auto sp = spool::open(o.spool_dir, static_cast<std::uint64_t>(o.spool_max_bytes));
   if (!sp) return sp.error();
   s->spool_ = std::move(*sp);
+  // The pending view starts with what the spool retains (some of it may be committed
+  // already: pruned once the writer reads the database's checkpoint).
+  for (std::uint64_t after = 0;;) {
+    auto recs = s->spool_->read_after(after, 10000, 16u << 20);
+    if (recs.empty()) break;
+    after = recs.back().seq;
+    for (auto& r : recs) {
+      std::string jid;
+      std::string_view j, json;
+      if (r.kind == 'R') {
+        auto f = split_copy_line(r.payload);
+        if (f.size() >= 2) jid = f[1];
+      } else if (split_keyed_payload(r.payload, j, json)) {
+        jid = std::string(j);
+      }
+      if (!jid.empty()) s->note_pending(r.seq, r.kind, jid, std::move(r.payload));
+    }
+    if (s->pending_bytes() >= static_cast<std::size_t>(o.pending_view_bytes)) break;
+  }
   spdlog::info("pgjsonb job cache on {} (spool {} in {}, {} record(s) not yet sent)", describe(o), s->spool_->id(),
                o.spool_dir.string(), s->spool_->last_seq());
   s->writer_ = std::thread([p = s.get()] { p->run_writer(); });
@@ -104,33 +117,41 @@ bool job_store_pg::first_return(const std::string& jid, const std::string& id) {
 result<void> job_store_pg::save_load(const std::string& jid, const wire::value& load,
                                      const std::vector<std::string>& minions) {
   const std::string j = clip(jid, 255);
-  auto r = spool_->append('L', keyed_payload(j, json_text(load)));
+  std::string lp = keyed_payload(j, json_text(load));
+  auto r = spool_->append('L', lp);
   if (!r) {
     stats_.spool_refused++;
     spdlog::error("pgjsonb: the load of job {} is not kept: the spool refused it (full or failing: {})",
                   detail::printable(jid), r.error().message());
     return r.error();
   }
+  wake_writer();
+  note_pending(*r, 'L', j, std::move(lp));
   if (!minions.empty()) {
-    auto m = spool_->append('M', keyed_payload(j, minions_json(minions)));
+    std::string mp = keyed_payload(j, minions_json(minions));
+    auto m = spool_->append('M', mp);
     if (!m) {
       stats_.spool_refused++;
       return m.error();
     }
+    wake_writer();
+    note_pending(*m, 'M', j, std::move(mp));
   }
-  wake_writer();
   return {};
 }
 
 result<void> job_store_pg::add_minions(const std::string& jid, const std::vector<std::string>& minions) {
   if (minions.empty()) return {};
-  auto m = spool_->append('M', keyed_payload(clip(jid, 255), minions_json(minions)));
+  const std::string j = clip(jid, 255);
+  std::string mp = keyed_payload(j, minions_json(minions));
+  auto m = spool_->append('M', mp);
   if (!m) {
     stats_.spool_refused++;
     spdlog::error("pgjsonb: expected minions of job {} not kept: {}", detail::printable(jid), m.error().message());
     return m.error();
   }
   wake_writer();
+  note_pending(*m, 'M', j, std::move(mp));
   return {};
 }
 
@@ -153,6 +174,7 @@ result<return_record> job_store_pg::record_return(const std::string& jid, const 
     return r.error();
   }
   wake_writer();
+  note_pending(*r, 'R', clip(jid, 255), std::move(line));
   // Optional: the ack also waits for the group fsync (power loss safe, a few ms later).
   if (o_.spool_sync) spool_->flush();
   return return_record::stored;
@@ -336,9 +358,10 @@ void job_store_pg::run_writer() {
       c = std::make_unique<connection>(o_);
       have_checkpoint = false;
       if (!c->ok() || !ensure_schema(*c)) {
+        db_up_ = false;
         const auto pending = spool_->last_seq() - std::min(spool_->last_seq(), committed_.load());
-        spdlog::warn("pgjsonb: PostgreSQL unavailable ({}): {}; {} record(s) wait in the spool", describe(o_),
-                     c->error(), pending);
+        log_connect_failure(o_, c->error().empty() ? std::string("cannot create the schema") : c->error(),
+                            "; " + std::to_string(pending) + " record(s) wait in the spool");
         c.reset();
         stats_.reconnects++;
         std::unique_lock lk(mu_);
@@ -366,6 +389,9 @@ void job_store_pg::run_writer() {
         committed_ = std::max(committed_.load(), seq);
       }
       committed_cv_.notify_all();
+      note_committed(committed_.load());
+      db_up_ = true;
+      log_connect_success(o_);
       have_checkpoint = true;
       if (seq < spool_->last_seq())
         spdlog::info("pgjsonb: connected; replaying {} spooled record(s) after {}", spool_->last_seq() - seq, seq);
@@ -414,12 +440,14 @@ void job_store_pg::run_writer() {
           committed_ = r.seq;
         }
         committed_cv_.notify_all();
+        note_committed(r.seq);
       }
       if (res != batch_result::conn_error) res = batch_result::ok;
     }
     if (res == batch_result::conn_error) {
       // The outcome of a COMMIT cut off is unknown: the checkpoint is read again.
       c.reset();
+      db_up_ = false;
       std::unique_lock lk(mu_);
       if (work_cv_.wait_for(lk, backoff, [this] { return stop_; })) return;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
@@ -431,15 +459,19 @@ void job_store_pg::run_writer() {
       committed_ = std::max(committed_.load(), batch.back().seq);
     }
     committed_cv_.notify_all();
+    note_committed(committed_.load());
     spool_->release(committed_.load());
   }
 }
 
 void job_store_pg::log_read_error(const char* what, const std::string& err) const {
+  // No connection at all: log_connect_failure said why (once); the read answers from the
+  // pending view.
+  if (err.empty()) return;
   const auto now = now_ms();
   auto last = read_err_log_ms_.load();
   if (now - last < 10000 || !read_err_log_ms_.compare_exchange_strong(last, now)) return;
-  spdlog::error("pgjsonb: {}: {}", what, err.empty() ? std::string("PostgreSQL unavailable") : err);
+  spdlog::error("pgjsonb: {}: {} (answered from this master's spool only)", what, err);
 }
 
 namespace {
@@ -462,89 +494,209 @@ pg_result read_query(pool& p, int wait_ms, const std::string& sql, const std::ve
 }
 }  // namespace
 
+// ---------------------------------------------------------------- pending view
+
+void job_store_pg::note_pending(std::uint64_t seq, char kind, const std::string& jid, std::string payload) {
+  if (seq <= committed_.load()) return;  // committed already (the writer was quicker)
+  std::unique_lock lk(pend_mu_);
+  if (pending_bytes_ + payload.size() > static_cast<std::size_t>(o_.pending_view_bytes)) {
+    lk.unlock();
+    stats_.view_skipped++;
+    const auto now = now_ms();
+    auto last = view_log_ms_.load();
+    if (now - last >= 10000 && view_log_ms_.compare_exchange_strong(last, now))
+      spdlog::warn("pgjsonb: {} spooled record(s) are not visible to reads until the database has them "
+                   "(the pgjsonb_pending_view_mb bound, {} bytes, is reached)",
+                   stats_.view_skipped.load(), o_.pending_view_bytes);
+    return;
+  }
+  auto& j = pending_[jid];
+  j.last_seq = std::max(j.last_seq, seq);
+  j.bytes += payload.size();
+  pending_bytes_ += payload.size();
+  pending_count_++;
+  j.records.push_back({seq, kind, std::move(payload)});
+  pending_order_.emplace_back(seq, jid);
+}
+
+void job_store_pg::note_committed(std::uint64_t seq) {
+  std::lock_guard lk(pend_mu_);
+  while (!pending_order_.empty() && pending_order_.front().first <= seq) {
+    auto it = pending_.find(pending_order_.front().second);
+    if (it != pending_.end() && it->second.last_seq <= seq) {
+      pending_bytes_ -= it->second.bytes;
+      pending_count_ -= it->second.records.size();
+      pending_.erase(it);
+    }
+    pending_order_.pop_front();
+  }
+}
+
+std::vector<job_store_pg::pending_record> job_store_pg::pending_of(const std::string& jid) const {
+  std::lock_guard lk(pend_mu_);
+  auto it = pending_.find(jid);
+  if (it == pending_.end()) return {};
+  auto recs = it->second.records;
+  std::sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  return recs;
+}
+
+std::size_t job_store_pg::pending_records() const {
+  std::lock_guard lk(pend_mu_);
+  return pending_count_;
+}
+
+std::size_t job_store_pg::pending_bytes() const {
+  std::lock_guard lk(pend_mu_);
+  return pending_bytes_;
+}
+
+void job_store_pg::wait_for_writes() const {
+  // While the writer cannot reach the database, waiting for it is pointless: the view
+  // has this master's writes.
+  if (db_up_.load()) (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
+}
+
+namespace {
+// What jobs.lookup_jid shows of a return, from its full_ret.
+wire::value ret_record(const wire::value& full) {
+  wire::value rec = wire::value::object();
+  for (const char* k : {"return", "retcode", "success", "out"})
+    if (const wire::value* v = full.is_object() ? wire::find(full, k) : nullptr) rec[k] = *v;
+  if (!rec.contains("return")) rec["return"] = nullptr;
+  return rec;
+}
+
+wire::value parse_json_view(std::string_view text) {
+  auto v = wire::value::parse(text, nullptr, false);
+  if (v.is_discarded()) return nullptr;
+  return v;
+}
+
+void add_minions_of(std::string_view json, std::set<std::string>& out) {
+  auto v = parse_json_view(json);
+  if (v.is_array())
+    for (const auto& e : v)
+      if (e.is_string()) out.insert(e.get<std::string>());
+}
+}  // namespace
+
 std::optional<wire::value> job_store_pg::get_load(const std::string& jid) const {
-  (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
+  wait_for_writes();
   std::string err;
   auto r = read_query(*pool_, o_.read_wait_ms, "SELECT load FROM jids WHERE jid = $1", {jid}, err);
-  if (!r) {
-    log_read_error("get_load", err);
-    return std::nullopt;
+  if (!r) log_read_error("get_load", err);
+  if (r && PQntuples(r.get()) >= 1) return parse_json(PQgetvalue(r.get(), 0, 0));
+  std::optional<wire::value> load;
+  for (const auto& p : pending_of(jid)) {
+    std::string_view j, json;
+    if (p.kind == 'L' && split_keyed_payload(p.payload, j, json)) load = parse_json_view(json);
   }
-  if (PQntuples(r.get()) < 1) return std::nullopt;
-  return parse_json(PQgetvalue(r.get(), 0, 0));
+  return load;
 }
 
 std::vector<std::string> job_store_pg::get_minions(const std::string& jid) const {
-  (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
+  wait_for_writes();
   std::string err;
   // The expected minions sylvite keeps; for a job another master (Salt) wrote, the
   // minions that returned (as Salt's pgjsonb get_minions, per job).
-  auto r = read_query(*pool_, o_.read_wait_ms, 
+  auto r = read_query(*pool_, o_.read_wait_ms,
       "SELECT e FROM sylvite_job_minions m, jsonb_array_elements_text(m.minions) e WHERE m.jid = $1 "
       "UNION SELECT DISTINCT id FROM salt_returns WHERE jid = $1 AND NOT EXISTS "
       "(SELECT 1 FROM sylvite_job_minions WHERE jid = $1) ORDER BY 1",
       {jid}, err);
-  if (!r) {
-    log_read_error("get_minions", err);
-    return {};
+  if (!r) log_read_error("get_minions", err);
+  std::set<std::string> out;
+  if (r)
+    for (int i = 0; i < PQntuples(r.get()); ++i) out.emplace(PQgetvalue(r.get(), i, 0));
+  for (const auto& p : pending_of(jid)) {
+    std::string_view j, json;
+    if (p.kind == 'M' && split_keyed_payload(p.payload, j, json)) add_minions_of(json, out);
   }
-  std::vector<std::string> out;
-  for (int i = 0; i < PQntuples(r.get()); ++i) out.emplace_back(PQgetvalue(r.get(), i, 0));
-  return out;
+  return {out.begin(), out.end()};
 }
 
 wire::value job_store_pg::get_returns(const std::string& jid) const {
-  (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
+  wait_for_writes();
   wire::value out = wire::value::object();
   std::string err;
   auto r = read_query(*pool_, o_.read_wait_ms, "SELECT id, full_ret FROM salt_returns WHERE jid = $1 ORDER BY id, alter_time",
                       {jid}, err);
-  if (!r) {
-    log_read_error("get_returns", err);
-    return out;
-  }
+  if (!r) log_read_error("get_returns", err);
   std::map<std::string, wire::value> by_id;  // sorted ids, first return wins
-  for (int i = 0; i < PQntuples(r.get()); ++i) {
-    std::string id = PQgetvalue(r.get(), i, 0);
-    if (by_id.count(id)) continue;
-    wire::value full = parse_json(PQgetvalue(r.get(), i, 1));
-    wire::value rec = wire::value::object();
-    for (const char* k : {"return", "retcode", "success", "out"})
-      if (const wire::value* v = full.is_object() ? wire::find(full, k) : nullptr) rec[k] = *v;
-    if (!rec.contains("return")) rec["return"] = nullptr;
-    by_id.emplace(std::move(id), std::move(rec));
+  if (r)
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      std::string id = PQgetvalue(r.get(), i, 0);
+      if (by_id.count(id)) continue;
+      by_id.emplace(std::move(id), ret_record(parse_json(PQgetvalue(r.get(), i, 1))));
+    }
+  for (const auto& p : pending_of(jid)) {
+    if (p.kind != 'R') continue;
+    auto f = split_copy_line(p.payload);  // fun, jid, return, id, success, full_ret, alter_time
+    if (f.size() < 6 || by_id.count(f[3])) continue;
+    by_id.emplace(f[3], ret_record(parse_json_view(f[5])));
   }
   for (auto& [id, rec] : by_id) out[id] = std::move(rec);
   return out;
 }
 
 std::vector<job_summary> job_store_pg::list_jobs(std::size_t max) const {
-  (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
-  std::vector<job_summary> jobs;
+  wait_for_writes();
+  std::map<std::string, job_summary, std::greater<>> jobs;  // newest first
   std::string err;
   std::string sql =
       "SELECT j.jid, j.load, m.minions FROM jids j LEFT JOIN sylvite_job_minions m ON m.jid = j.jid "
       "ORDER BY j.jid DESC";
   if (max) sql += " LIMIT " + std::to_string(max);
   auto r = read_query(*pool_, o_.read_wait_ms, sql, {}, err);
-  if (!r) {
-    log_read_error("list_jobs", err);
-    return jobs;
-  }
-  for (int i = 0; i < PQntuples(r.get()); ++i) {
-    job_summary s;
-    s.jid = PQgetvalue(r.get(), i, 0);
-    s.load = parse_json(PQgetvalue(r.get(), i, 1));
-    if (!s.load.is_object()) continue;
-    if (!PQgetisnull(r.get(), i, 2)) {
-      auto m = parse_json(PQgetvalue(r.get(), i, 2));
-      if (m.is_array())
-        for (const auto& e : m)
-          if (e.is_string()) s.minions.push_back(e.get<std::string>());
+  if (!r) log_read_error("list_jobs", err);
+  if (r)
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      job_summary s;
+      s.jid = PQgetvalue(r.get(), i, 0);
+      s.load = parse_json(PQgetvalue(r.get(), i, 1));
+      if (!s.load.is_object()) continue;
+      if (!PQgetisnull(r.get(), i, 2)) {
+        auto m = parse_json(PQgetvalue(r.get(), i, 2));
+        if (m.is_array())
+          for (const auto& e : m)
+            if (e.is_string()) s.minions.push_back(e.get<std::string>());
+      }
+      std::string jid = s.jid;
+      jobs.emplace(std::move(jid), std::move(s));
     }
-    jobs.push_back(std::move(s));
+  // Jobs still only in the spool (the database away, or behind).
+  std::vector<std::pair<std::string, std::vector<pending_record>>> pend;
+  {
+    std::lock_guard lk(pend_mu_);
+    for (const auto& [jid, pj] : pending_)
+      for (const auto& p : pj.records)
+        if (p.kind == 'L' && !jobs.count(jid)) {
+          pend.emplace_back(jid, pj.records);
+          break;
+        }
   }
-  return jobs;
+  for (auto& [jid, recs] : pend) {
+    std::sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    job_summary s;
+    s.jid = jid;
+    std::set<std::string> minions;
+    for (const auto& p : recs) {
+      std::string_view j, json;
+      if (!split_keyed_payload(p.payload, j, json)) continue;
+      if (p.kind == 'L') s.load = parse_json_view(json);
+      if (p.kind == 'M') add_minions_of(json, minions);
+    }
+    if (!s.load.is_object()) continue;
+    s.minions.assign(minions.begin(), minions.end());
+    jobs.emplace(jid, std::move(s));
+  }
+  std::vector<job_summary> out;
+  for (auto& [jid, s] : jobs) {
+    if (max && out.size() >= max) break;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace sylvite::master::pg

@@ -9,8 +9,17 @@
 //     spool's checkpoint. While the database is away the spool grows (bounded by
 //     pgjsonb_spool_max_mb) and is replayed, exactly once, when it is back.
 //   Reads (get_load, get_returns, list_jobs, ...): from PostgreSQL through a bounded pool
-//     of connections, after waiting (pgjsonb_read_wait_ms at most) for this master's
-//     queued writes; so every master of a cluster reads every master's jobs.
+//     of connections, after waiting (pgjsonb_read_wait_ms at most, not while the writer
+//     finds the database away) for this master's queued writes; so every master of a
+//     cluster reads every master's jobs. Merged with the pending view: this master's
+//     spooled records not yet committed (kept in memory by jid, as spooled, removed once
+//     committed; at start the spool's retained records are loaded), so a job or return
+//     acknowledged while the database is away is read back at once, and when the database
+//     cannot be reached at all the reads answer from the view alone. Its cost is bounded:
+//     at most pgjsonb_pending_view_mb of payload (64; past it a record stays spooled and
+//     is replayed but not seen by reads until then, logged every 10 s); a read parses only
+//     its job's records, list_jobs every pending job's load (a database down for long:
+//     up to that bound per list_jobs).
 //   First return wins per (jid, id) within this master's recent jobs (memory); Salt's
 //     pgjsonb keeps every return it is given.
 //   keep_jobs_seconds: Salt's purge (or archive_jobs) every pgjsonb_clean_interval.
@@ -42,7 +51,7 @@ class job_store_pg final : public job_store {
  public:
   struct counters {
     std::atomic<std::uint64_t> batches{0}, records{0}, returns{0}, failed_batches{0}, skipped_records{0},
-        reconnects{0}, spool_refused{0}, cleaned{0};
+        reconnects{0}, spool_refused{0}, cleaned{0}, view_skipped{0};
   };
   // Opens the spool (refuses when it cannot) and starts the writer; the database may be
   // down (the spool takes the writes).
@@ -65,6 +74,9 @@ class job_store_pg final : public job_store {
   bool wait_committed(std::chrono::milliseconds timeout) const;
   std::uint64_t committed_seq() const noexcept { return committed_.load(); }
   const counters& stats() const noexcept { return stats_; }
+  // Spooled records the reads can see (not yet committed), and their payload bytes.
+  std::size_t pending_records() const;
+  std::size_t pending_bytes() const;
   spool& spooled() noexcept { return *spool_; }
 
  private:
@@ -77,6 +89,21 @@ class job_store_pg final : public job_store {
   bool ensure_schema(connection& c);
   std::size_t clean_with(connection& c, std::chrono::seconds keep);
   bool first_return(const std::string& jid, const std::string& id);
+  // The pending view (spooled, not yet committed records, by jid).
+  struct pending_record {
+    std::uint64_t seq;
+    char kind;
+    std::string payload;  // as spooled
+  };
+  struct pending_job {
+    std::uint64_t last_seq = 0;
+    std::size_t bytes = 0;
+    std::vector<pending_record> records;
+  };
+  void note_pending(std::uint64_t seq, char kind, const std::string& jid, std::string payload);
+  void note_committed(std::uint64_t seq);  // committed_ moved to seq: prunes the view
+  std::vector<pending_record> pending_of(const std::string& jid) const;
+  void wait_for_writes() const;  // reads: wait_committed unless the database is away
   void log_read_error(const char* what, const std::string& err) const;
 
   options o_;
@@ -94,6 +121,12 @@ class job_store_pg final : public job_store {
   std::unordered_map<std::string, std::unordered_set<std::string>> idx_;
   std::deque<std::string> idx_order_;
   mutable std::atomic<std::int64_t> read_err_log_ms_{0};
+  std::atomic<bool> db_up_{false};  // the writer's last connect succeeded
+  mutable std::mutex pend_mu_;
+  std::unordered_map<std::string, pending_job> pending_;
+  std::deque<std::pair<std::uint64_t, std::string>> pending_order_;  // (last seq noted, jid)
+  std::size_t pending_bytes_ = 0, pending_count_ = 0;
+  std::atomic<std::int64_t> view_log_ms_{0};
 };
 
 }  // namespace sylvite::master::pg

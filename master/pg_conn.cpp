@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace sylvite::master::pg {
 
@@ -13,6 +14,60 @@ std::string one_line(const char* s) {
   for (auto& ch : m)
     if (ch == '\n') ch = ' ';
   return m;
+}
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+struct connect_log_state {
+  std::mutex mu;
+  std::string last_err;
+  std::int64_t last_ms = 0;
+  std::uint64_t repeated = 0;
+  bool failing = false;
+};
+connect_log_state& connect_log() {
+  static connect_log_state s;
+  return s;
+}
+}  // namespace
+
+void log_connect_failure(const options& o, const std::string& err, const std::string& extra) {
+  auto& st = connect_log();
+  std::unique_lock lk(st.mu);
+  const auto now = now_ms();
+  st.failing = true;
+  if (err == st.last_err && now - st.last_ms < 300000) {
+    st.repeated++;
+    lk.unlock();
+    spdlog::debug("pgjsonb: connect failed again: {}{}", err, extra);
+    return;
+  }
+  const auto repeated = std::exchange(st.repeated, 0);
+  const bool same = err == st.last_err;
+  st.last_err = err;
+  st.last_ms = now;
+  lk.unlock();
+  const bool tls = err.find("SSL") != std::string::npos || err.find("certificate") != std::string::npos ||
+                   err.find("sslmode") != std::string::npos;
+  spdlog::error("pgjsonb: PostgreSQL unavailable ({}): {}{}{}{}", describe(o), err,
+                tls ? " [TLS: check returner.pgjsonb.sslmode, sslrootcert, sslcert, sslkey, sslcrl]" : "", extra,
+                same ? " (the same failure " + std::to_string(repeated) + " more time(s) in the last 5 minutes)"
+                     : std::string(" (logged once; retried until it connects)"));
+}
+
+void log_connect_success(const options& o) {
+  auto& st = connect_log();
+  std::unique_lock lk(st.mu);
+  if (!st.failing) return;
+  st.failing = false;
+  st.last_err.clear();
+  st.repeated = 0;
+  lk.unlock();
+  spdlog::info("pgjsonb: connected to PostgreSQL ({})", describe(o));
 }
 
 connection::connection(const options& o) {
@@ -117,7 +172,7 @@ std::optional<pool::lease> pool::acquire(std::chrono::milliseconds timeout) {
       lk.unlock();
       auto c = std::make_unique<connection>(o_);
       if (c->ok()) return lease(this, std::move(c));
-      spdlog::warn("pgjsonb: cannot connect to PostgreSQL ({}): {}", describe(o_), c->error());
+      log_connect_failure(o_, c->error(), " (a read)");
       lk.lock();
       --total_;
       fail_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);

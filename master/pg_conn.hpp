@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,17 @@ using pg_result = std::unique_ptr<PGresult, result_deleter>;
 
 // A libpq message on one line, without its trailing newline.
 std::string one_line(const char* s);
+
+// Time since the epoch (the spool's and the events' stamps, log rate limits).
+std::int64_t now_us();
+inline std::int64_t now_ms() { return now_us() / 1000; }
+
+// Failed connects, shared by the writer, the readers' pool and the event sink of this
+// process: a cause is logged once (error level, with a hint when it is TLS's), the same
+// cause again only every 5 minutes with how many times it repeated, and the first
+// success after failures once (info). `extra` follows the message (e.g. what waits).
+void log_connect_failure(const options& o, const std::string& err, const std::string& extra = {});
+void log_connect_success(const options& o);
 
 class connection {
  public:

@@ -12,14 +12,6 @@
 
 namespace sylvite::master::pg {
 
-namespace {
-std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-std::int64_t now_ms() { return now_us() / 1000; }
-}  // namespace
-
 pg_event_sink::pg_event_sink(options o, event_hub& hub) : o_(std::move(o)), hub_(hub) {
   thread_ = std::thread([this] { run(); });
   sub_ = hub_.subscribe_local([this](const std::string& tag, const wire::value& data) {
@@ -100,7 +92,7 @@ void pg_event_sink::run() {
         }
       }
     } else {
-      spdlog::warn("pgjsonb event_return: PostgreSQL unavailable: {}", c->error());
+      log_connect_failure(o_, c->error(), " (event_return: events wait in memory)");
     }
     lk.lock();
     if (ok) {

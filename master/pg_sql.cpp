@@ -215,11 +215,13 @@ std::optional<options> parse_options(const wire::value& raw, const std::filesyst
     int* out;
   };
   std::int64_t spool_mb = o.spool_max_bytes >> 20;
+  std::int64_t view_mb = o.pending_view_bytes >> 20;
   for (const bounded& b : {bounded{"pgjsonb_pool_size", 1, 64, nullptr, &o.pool_size},
                            bounded{"pgjsonb_batch_max", 1, 100000, nullptr, &o.batch_max},
                            bounded{"pgjsonb_event_queue_max", 1, 10000000, nullptr, &o.event_queue_max},
                            bounded{"pgjsonb_clean_interval", 1, 86400, nullptr, &o.clean_interval},
                            bounded{"pgjsonb_read_wait_ms", 0, 600000, nullptr, &o.read_wait_ms},
+                           bounded{"pgjsonb_pending_view_mb", 0, 1LL << 20, &view_mb, nullptr},
                            bounded{"pgjsonb_spool_max_mb", 1, 1LL << 30, &spool_mb, nullptr}}) {
     const wire::value* v = wire::find(raw, b.key);
     if (!v || v->is_null()) continue;
@@ -232,6 +234,7 @@ std::optional<options> parse_options(const wire::value& raw, const std::filesyst
     if (b.out64) *b.out64 = *n;
   }
   o.spool_max_bytes = spool_mb << 20;
+  o.pending_view_bytes = view_mb << 20;
   o.event_whitelist = string_list(wire::find(raw, "event_return_whitelist"));
   o.event_blacklist = string_list(wire::find(raw, "event_return_blacklist"));
   return o;
@@ -395,6 +398,23 @@ void copy_escape(std::string& out, std::string_view field) {
         out.push_back(ch);
     }
   }
+}
+
+std::vector<std::string> split_copy_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+  std::vector<std::string> out(1);
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (ch == '\t') {
+      out.emplace_back();
+    } else if (ch == '\\' && i + 1 < line.size()) {
+      const char e = line[++i];
+      out.back().push_back(e == 't' ? '\t' : e == 'n' ? '\n' : e == 'r' ? '\r' : e);
+    } else {
+      out.back().push_back(ch);
+    }
+  }
+  return out;
 }
 
 std::string timestamp(std::int64_t unix_us) {

@@ -42,6 +42,7 @@ struct options {
   int clean_interval = 60;              // pgjsonb_clean_interval: seconds between keep_jobs_seconds passes
   int read_wait_ms = 2000;              // pgjsonb_read_wait_ms: a reader waits this long for queued writes
   bool spool_sync = false;              // pgjsonb_spool_sync: ack a return only after the spool's fsync
+  std::int64_t pending_view_bytes = 64LL << 20;  // pgjsonb_pending_view_mb: spooled records reads can see
   std::vector<std::string> event_whitelist, event_blacklist;  // event_return_whitelist/blacklist (globs)
 };
 
@@ -75,6 +76,8 @@ std::string clip(std::string_view s, std::size_t max);
 
 // COPY ... FROM STDIN text format: backslash, tab, newline and CR escaped.
 void copy_escape(std::string& out, std::string_view field);
+// A COPY text line (without or with its newline) back into its fields, unescaped.
+std::vector<std::string> split_copy_line(std::string_view line);
 // "2026-11-27 17:20:00.123456+00" for microseconds since the epoch.
 std::string timestamp(std::int64_t unix_us);
 

@@ -33,7 +33,7 @@ if [[ $mode == full ]]; then
     iproute2 iptables psmisc
     glusterfs-server glusterfs-client
     chromium chromium-driver
-    postgresql
+    postgresql openssl
   )
 fi
 missing=()

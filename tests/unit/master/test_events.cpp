@@ -213,6 +213,13 @@ TEST_F(EventFixture, publish_fires_job_new) {
   EXPECT_EQ(ev[0].second["fun"], "test.ping");
   EXPECT_EQ(ev[0].second["jid"], res.jid);
   EXPECT_TRUE(ev[0].second.contains("minions"));
+  // Salt's ClearFuncs.publish: salt/job/<jid>/publish carries _prep_pub's load.
+  auto pub = with_prefix("salt/job/" + res.jid + "/publish");
+  ASSERT_EQ(pub.size(), 1u);
+  for (const char* k : {"fun", "arg", "tgt", "jid", "ret", "tgt_type", "user", "_stamp"})
+    EXPECT_TRUE(pub[0].second.contains(k)) << k;
+  EXPECT_FALSE(pub[0].second.contains("minions"));
+  EXPECT_EQ(pub[0].second["jid"], res.jid);
 }
 
 TEST_F(EventFixture, presence_events_off_by_default) {

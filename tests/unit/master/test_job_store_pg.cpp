@@ -13,6 +13,7 @@
 
 #include "core/wire/value.hpp"
 #include "master/event_hub.hpp"
+#include "master/job_store_pg.hpp"
 #include "master/pg_events.hpp"
 #include "master/pg_spool.hpp"
 #include "master/pg_sql.hpp"
@@ -215,6 +216,32 @@ TEST(PgSql, CopyTextEscapesAndTimestamps) {
   EXPECT_EQ(clip("\xc3\xa9\xc3\xa9", 3), "\xc3\xa9");  // not inside a character
 }
 
+TEST(PgSql, CopyLinesSplitBackIntoTheirFields) {
+  std::string line;
+  bool first = true;
+  for (std::string_view f : {"a\\b\tc\nd\re", "", "{\"k\": \"v\\\\n\"}", "x"}) {
+    if (!first) line.push_back('\t');
+    first = false;
+    copy_escape(line, f);
+  }
+  line.push_back('\n');
+  auto f = split_copy_line(line);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0], "a\\b\tc\nd\re");
+  EXPECT_EQ(f[1], "");
+  EXPECT_EQ(f[2], "{\"k\": \"v\\\\n\"}");
+  EXPECT_EQ(f[3], "x");
+  // A return row as the spool keeps it.
+  std::string row;
+  append_copy_line(row, make_return_row("20261127000000000001", "alpha",
+                                        {{"id", "alpha"}, {"fun", "test.echo"}, {"return", "a\tb"}}, 0));
+  auto r = split_copy_line(row);
+  ASSERT_EQ(r.size(), 7u);
+  EXPECT_EQ(r[1], "20261127000000000001");
+  EXPECT_EQ(r[3], "alpha");
+  EXPECT_EQ(wire::value::parse(r[5])["return"], "a\tb");
+}
+
 TEST(PgSql, ReturnRowAsSaltsReturnerWritesIt) {
   wire::value load = {{"id", "alpha"}, {"jid", "20261127000000000001"}, {"fun", "cmd.run"},
                       {"return", "line1\nline2\ttab\\"}, {"retcode", 0}, {"success", true}};
@@ -408,4 +435,71 @@ TEST(PgEvents, ABoundedQueueDropsAndCountsWhileTheDatabaseIsAway) {
     hub.fire("salt/peer/1", wire::value::object(), {}, master::event_hub::origin::peer);
     EXPECT_EQ(sink.dropped() + sink.queued(), before);
   }  // stops without a database
+}
+
+// ---------------------------------------------------------------- reads from the spool
+
+namespace {
+options away(const fs::path& spool) {
+  options o;
+  o.host = "127.0.0.1";
+  o.port = 1;  // nothing listens: every connect is refused at once
+  o.connect_timeout = 1;
+  o.read_wait_ms = 100;
+  o.master_id = "m1";
+  o.spool_dir = spool;
+  return o;
+}
+}  // namespace
+
+TEST(PgJobStore, WhileTheDatabaseIsAwayReadsAnswerFromTheSpool) {
+  tmp t;
+  const std::string jid = "20261127000000000001";
+  const wire::value load = {{"fun", "test.echo"}, {"jid", jid}, {"tgt", "*"}, {"arg", {"x"}}};
+  {
+    auto s = job_store_pg::create(away(t.path / "spool"));
+    ASSERT_TRUE(s);
+    auto& st = **s;
+    ASSERT_TRUE(st.save_load(jid, load, {"b", "a"}));
+    ASSERT_TRUE(st.add_minions(jid, {"c"}));
+    ASSERT_EQ(*st.record_return(jid, "a", {{"id", "a"}, {"jid", jid}, {"fun", "test.echo"}, {"return", "x"},
+                                           {"retcode", 0}}),
+              master::return_record::stored);
+    ASSERT_EQ(*st.record_return(jid, "b", {{"id", "b"}, {"jid", jid}, {"fun", "test.echo"}, {"return", "y\tz"}}),
+              master::return_record::stored);
+    EXPECT_EQ(st.pending_records(), 5u);  // L, M, M, R, R
+    auto rets = st.get_returns(jid);
+    EXPECT_EQ(rets["a"]["return"], "x");
+    EXPECT_EQ(rets["a"]["retcode"], 0);
+    EXPECT_EQ(rets["b"]["return"], "y\tz");
+    EXPECT_EQ(st.get_load(jid), load);
+    EXPECT_EQ(st.get_minions(jid), (std::vector<std::string>{"a", "b", "c"}));
+    auto jobs = st.list_jobs();
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].jid, jid);
+    EXPECT_EQ(jobs[0].minions, (std::vector<std::string>{"a", "b", "c"}));
+    EXPECT_FALSE(st.get_load("20261127000000000002"));
+    EXPECT_TRUE(st.get_returns("20261127000000000002").empty());
+  }
+  // A restarted master (the database still away) reads them from the spool it reopens.
+  auto s = job_store_pg::create(away(t.path / "spool"));
+  ASSERT_TRUE(s);
+  EXPECT_EQ((*s)->get_returns(jid)["b"]["return"], "y\tz");
+  EXPECT_EQ((*s)->get_load(jid), load);
+}
+
+TEST(PgJobStore, ThePendingViewIsBounded) {
+  tmp t;
+  auto o = away(t.path / "spool");
+  o.pending_view_bytes = 600;
+  auto s = job_store_pg::create(o);
+  ASSERT_TRUE(s);
+  const std::string jid = "20261127000000000003";
+  ASSERT_TRUE((*s)->save_load(jid, {{"fun", "test.echo"}, {"jid", jid}}, {}));
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE((*s)->record_return(jid, "m" + std::to_string(i), {{"return", std::string(50, 'x')}}));
+  EXPECT_LE((*s)->pending_bytes(), 600u);
+  EXPECT_GT((*s)->stats().view_skipped.load(), 0u);
+  EXPECT_LT((*s)->get_returns(jid).size(), 20u);
+  EXPECT_GT((*s)->get_returns(jid).size(), 0u);
 }
