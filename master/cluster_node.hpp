@@ -19,8 +19,9 @@
 // a peer's message goes into the presence table.
 // status() (salt-run cluster.peers) also says: aes_epoch (the AES key this master serves:
 // key_id, the same on every master in step, a local generation count, since when),
-// join (how this master became a member: founder, joined through a peer, member (it was
-// one already when it started), standalone), health (uptime, minions connected here,
+// join (how this master became a member: founder (it made the cluster key pair), joined
+// through a peer, member (it found the key, or was one already when it started),
+// standalone), health (uptime, minions connected here,
 // request counters, per peer link: state, last heard, AES key in step).
 // Thread-safety: every method is safe from any thread; handle_peer blocks (files).
 #pragma once

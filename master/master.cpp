@@ -159,7 +159,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       // "Joining and leaving"). A refusal stops the start; no reachable member means a new
       // cluster (bootstrap) unless cluster_pub_fingerprint says the cluster key exists.
       auto jr = join(loaded.own.priv());
-      if (jr) join_state = *jr ? "joined" : "founder";
+      if (jr && *jr) join_state = "joined";
       if (!jr) {
         spdlog::critical("cannot join cluster {}: refused (see above); not starting", *m->cfg_.cluster_id);
         return jr.error();
@@ -193,7 +193,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       spdlog::critical("cannot load or create the cluster key pair in {}: {}", cdir.string(), ck.error().message());
       return ck.error();
     }
-    if (ck->created && join_state == "member") join_state = "founder";
+    if (ck->created && join_state == "member") join_state = "founder";  // it made the cluster key
     loaded.mkeys = std::make_shared<const master_keys>(master_keys::from_key(std::move(ck->priv)));
     loaded.local_copy = cluster::is_local_copy(cdir);
     if (loaded.local_copy)
