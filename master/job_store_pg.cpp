@@ -358,7 +358,7 @@ void job_store_pg::run_writer() {
       c = std::make_unique<connection>(o_);
       have_checkpoint = false;
       if (!c->ok() || !ensure_schema(*c)) {
-        db_up_ = false;
+        db_state_ = 2;
         const auto pending = spool_->last_seq() - std::min(spool_->last_seq(), committed_.load());
         log_connect_failure(o_, c->error().empty() ? std::string("cannot create the schema") : c->error(),
                             "; " + std::to_string(pending) + " record(s) wait in the spool");
@@ -390,7 +390,7 @@ void job_store_pg::run_writer() {
       }
       committed_cv_.notify_all();
       note_committed(committed_.load());
-      db_up_ = true;
+      db_state_ = 1;
       log_connect_success(o_);
       have_checkpoint = true;
       if (seq < spool_->last_seq())
@@ -447,7 +447,7 @@ void job_store_pg::run_writer() {
     if (res == batch_result::conn_error) {
       // The outcome of a COMMIT cut off is unknown: the checkpoint is read again.
       c.reset();
-      db_up_ = false;
+      db_state_ = 2;
       std::unique_lock lk(mu_);
       if (work_cv_.wait_for(lk, backoff, [this] { return stop_; })) return;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
@@ -553,8 +553,8 @@ std::size_t job_store_pg::pending_bytes() const {
 
 void job_store_pg::wait_for_writes() const {
   // While the writer cannot reach the database, waiting for it is pointless: the view
-  // has this master's writes.
-  if (db_up_.load()) (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
+  // has this master's writes. At start (not tried yet) a read waits for the replay.
+  if (db_state_.load() != 2) (void)wait_committed(std::chrono::milliseconds(o_.read_wait_ms));
 }
 
 namespace {

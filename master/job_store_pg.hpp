@@ -121,7 +121,8 @@ class job_store_pg final : public job_store {
   std::unordered_map<std::string, std::unordered_set<std::string>> idx_;
   std::deque<std::string> idx_order_;
   mutable std::atomic<std::int64_t> read_err_log_ms_{0};
-  std::atomic<bool> db_up_{false};  // the writer's last connect succeeded
+  // The writer's view of the database: 0 not tried yet, 1 up, 2 away (reads do not wait).
+  std::atomic<int> db_state_{0};
   mutable std::mutex pend_mu_;
   std::unordered_map<std::string, pending_job> pending_;
   std::deque<std::pair<std::uint64_t, std::string>> pending_order_;  // (last seq noted, jid)

@@ -5,11 +5,15 @@ event_return: pgjsonb), in Salt's pgjsonb tables, with a real PostgreSQL server
 - jobs and returns land in jids / salt_returns with Salt's shapes; jobs.lookup_jid,
   jobs.list_jobs, jobs.print_job read them back; events land in salt_events;
 - a differential test: real salt-master 3008.5 with its pgjsonb returner writes the same
-  job into another database; the rows' shapes are compared;
+  job into another database; the rows' shapes are compared, and salt_events holds the
+  same tags (salt/job/<jid>/new, /publish, /ret/<id>) with the same keys;
 - durability: a PostgreSQL restart during a fan-out, a cut (server stopped) then back,
   and a master SIGKILL during a fan-out lose no acknowledged return, and store none twice;
+  during the cut jobs.lookup_jid / print_job / list_jobs answer from the spool;
 - keep_jobs_seconds removes old rows;
-- a 3-master cluster reads every job through any master.
+- a 3-master cluster reads every job through any master; each job's publish event is
+  stored once, by the master that published it.
+TLS: test_pg_tls.py; a replica promoted during a fan-out: test_pg_failover.py.
 """
 from __future__ import annotations
 
