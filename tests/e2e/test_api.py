@@ -391,6 +391,99 @@ def test_events_stream_hook_and_run(lab):
     assert st == 401
 
 
+def ws_frames(ws, pred, timeout=30):
+    """Text frames from a /ws client until pred(frame) holds; that frame."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ws.settimeout(max(0.1, deadline - time.monotonic()))
+        frame = ws.recv()
+        if pred(frame):
+            return frame
+    raise AssertionError("no matching /ws frame")
+
+
+def test_ws_event_stream(lab):
+    import websocket
+    env, m, api = lab
+    base = f"ws://127.0.0.1:{api.port}"
+    ws = websocket.create_connection(f"{base}/ws/{api.token}", timeout=30)
+    try:
+        # nothing flows before "websocket client ready"; every message is acknowledged
+        ws.send("hello")
+        assert ws.recv() == "server received message"
+        ws.send("websocket client ready")
+        assert ws.recv() == "server received message"
+        st, body = api.json("POST", "/", [{"client": "local_async", "tgt": "m1", "fun": "test.ping"}])
+        jid = body["return"][0]["jid"]
+
+        def job_ret(f):
+            assert f.startswith("data: ") and f.endswith("\n\n"), f
+            return json.loads(f[6:])["tag"] == f"salt/job/{jid}/ret/m1"
+        full = json.loads(ws_frames(ws, job_ret)[6:])
+        assert list(full) == ["data", "tag"] and full["data"]["return"] is True and full["data"]["id"] == "m1"
+    finally:
+        ws.close()
+    # the token as ?token=, X-Auth-Token, or the session cookie
+    for url, header in ((f"{base}/ws?token={api.token}", []), (f"{base}/ws", [f"X-Auth-Token: {api.token}"]),
+                        (f"{base}/ws", [f"Cookie: session_id={api.token}"])):
+        ws = websocket.create_connection(url, header=header, timeout=30)
+        ws.send("ping?")
+        assert ws.recv() == "server received message", url
+        ws.close()
+    # refusals: no token, a forged one (401); a plain GET (400, no upgrade)
+    for url in (f"{base}/ws", f"{base}/ws/{'ab' * 32}"):
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            websocket.create_connection(url, timeout=30)
+        assert e.value.status_code == 401, url
+    st, _, _ = api.request("GET", "/ws")
+    assert st == 400
+    # format_events: SaltInfo's {"jobs": {...}} frames
+    ws = websocket.create_connection(f"{base}/ws/{api.token}?format_events", timeout=30)
+    try:
+        ws.send("websocket client ready")
+        assert ws.recv() == "server received message"
+        st, body = api.json("POST", "/", [{"client": "local_async", "tgt": "m1", "fun": "test.ping"}])
+        jid = body["return"][0]["jid"]
+
+        def complete(f):
+            d = json.loads(f)
+            return "jobs" in d and d["jobs"].get(jid, {}).get("state") == "complete"
+        job = json.loads(ws_frames(ws, complete))["jobs"][jid]
+        assert job["fun"] == "test.ping" and job["tgt"] == "m1" and job["minions"]["m1"]["return"] is True
+        assert job["minions"]["m1"]["success"] is True and "start_time" in job
+    finally:
+        ws.close()
+
+
+def test_ws_slow_client_is_dropped(env):
+    import websocket
+    m, port = api_master(env, rest_cherrypy={"sse_queue_events": 5})
+    api = Api(port)
+    api.login()
+    stuck = websocket.create_connection(f"ws://127.0.0.1:{port}/ws/{api.token}", timeout=30,
+                                        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
+    try:
+        stuck.send("websocket client ready")
+        time.sleep(0.5)
+        # events the stuck client never reads: it is dropped, everyone else goes on
+        # (more than the kernel buffers: loopback send buffers grow to 4 MB)
+        for i in range(400):
+            t0 = time.monotonic()
+            st, _ = api.json("POST", f"/hook/flood/{i}", {"pad": "x" * 20000})
+            assert st == 200 and time.monotonic() - t0 < 5
+        logf = Path(m.opts["log_file"])
+        wait_for(lambda: "dropped: it let 5 events queue up" in m.log_text() + (
+            logf.read_text(errors="replace") if logf.exists() else ""), 30, "the slow /ws client dropped")
+        ok = websocket.create_connection(f"ws://127.0.0.1:{port}/ws/{api.token}", timeout=30)
+        ok.send("websocket client ready")
+        assert ok.recv() == "server received message"
+        api.json("POST", "/hook/after", {"x": 1})
+        ws_frames(ok, lambda f: json.loads(f[6:])["tag"] == "salt/netapi/hook/after")
+        ok.close()
+    finally:
+        stuck.close()
+
+
 def test_logout_revokes(lab):
     env, m, api = lab
     other = Api(api.port)
