@@ -33,19 +33,19 @@ Writes bench/results/pillar-refresh-latest.json (or --out).
 """
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from benchlib.core import REPO, SaltMaster, SylviteMaster, pct, rmtree, stop_all  # noqa: E402
+from benchlib.core import REPO, pct  # noqa: E402
+from benchlib.vs import (add_common_args, add_output_args, gen_minion_key, minion_opts,  # noqa: E402
+                         print_comparison, run_masters, start_master, write_doc)
 
 CORPUS = REPO / "tests" / "fixtures" / "pillar_corpus"
 TREE_CASES = ["estate_roles", "formula_openssh", "formula_nginx", "formula_users", "formula_postgres",
@@ -94,16 +94,6 @@ def grains_for(i: int) -> dict:
             "env": "prod" if i % 5 else "dev", "app_tier": "frontend"}
 
 
-def gen_minion_key(d: Path):
-    import subprocess
-    d.mkdir(parents=True, exist_ok=True)
-    key = subprocess.run(["openssl", "genrsa", "-traditional", "2048"], capture_output=True, check=True).stdout
-    pub = subprocess.run(["openssl", "rsa", "-pubout"], input=key, capture_output=True, check=True).stdout
-    (d / "minion.pem").write_bytes(key)
-    os.chmod(d / "minion.pem", 0o400)
-    (d / "minion.pub").write_bytes(pub)
-
-
 # ----------------------------------------------------------------------------- client
 def _worker(args):
     """One client process: its slice of ids, one request at a time. Returns per-round
@@ -112,20 +102,9 @@ def _worker(args):
     import asyncio
     import logging
     logging.disable(logging.CRITICAL)
-    import salt.config
     import salt.pillar
 
-    pki = Path(workdir) / "pki"
-    pki.mkdir(parents=True, exist_ok=True)
-    for f in ("minion.pem", "minion.pub"):
-        shutil.copyfile(Path(keydir) / f, pki / f)
-    os.chmod(pki / "minion.pem", 0o400)
-    base = salt.config.minion_config(None)
-    base.update({"master": "127.0.0.1", "master_port": port, "master_ip": "127.0.0.1",
-                 "master_uri": f"tcp://127.0.0.1:{port}", "pki_dir": str(pki),
-                 "cachedir": str(Path(workdir) / "cache"), "sock_dir": str(Path(workdir) / "sock"),
-                 "file_client": "remote", "transport": "zeromq", "acceptance_wait_time": 1,
-                 "auth_timeout": 60, "auth_tries": 10, "saltenv": "base", "pillarenv": None})
+    base = minion_opts(Path(workdir), Path(keydir), port, file_client="remote", saltenv="base", pillarenv=None)
     out = {"rounds": [[], []], "errors": [0, 0], "failed": [0, 0], "keys": 0}
 
     chans = {}
@@ -173,17 +152,7 @@ def run_master(kind: str, a, tmp: Path, tree: Path, keydir: Path) -> dict:
     root = tmp / kind
     root.mkdir()
     opts = {"pillar_roots": {"base": [str(tree)]}, "transport": "zeromq"}
-    opts.update(json.loads(a.master_opts or "{}"))
-    cls, bin_dir = (SylviteMaster, Path(a.sylvite_bin)) if kind == "sylvite" else (SaltMaster, Path(a.salt_bin))
-    m = cls(root, bin_dir, opts, transport="zeromq")
-    acc = Path(m.opts["pki_dir"]) / "minions"
-    acc.mkdir(parents=True, exist_ok=True)
-    pub = (keydir / "minion.pub").read_bytes()
-    for i in range(a.n):
-        (acc / f"pm{i:05d}").write_bytes(pub)
-    m.start()
-    m.wait_ready(timeout=120)
-    time.sleep(1.0)
+    m = start_master(kind, a, root, opts, keydir, [f"pm{i:05d}" for i in range(a.n)])
     barrier = root / "barrier"
     barrier.mkdir()
     slices = [list(range(a.n))[k::a.procs] for k in range(a.procs)]
@@ -245,42 +214,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=5000, help="minions (default 5000)")
     ap.add_argument("--procs", type=int, default=4, help="client processes (concurrent requests)")
-    ap.add_argument("--only", choices=["sylvite", "salt"], help="one master only")
-    ap.add_argument("--sylvite-bin", default=os.environ.get("SYLVITE_BIN", str(REPO / "build" / "bin")))
-    ap.add_argument("--salt-bin", default=str(Path(os.environ.get("SYLVITE_VENV", REPO / "build" / "venv")) / "bin"))
-    ap.add_argument("--master-opts", help="JSON dict of extra options for both masters")
+    add_common_args(ap)
     ap.add_argument("--timeout", type=float, default=3600)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "pillar-refresh-latest.json"))
-    ap.add_argument("--keep", action="store_true")
+    add_output_args(ap, "pillar-refresh-latest.json")
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="sylvite-pillar-bench-"))
-    results = []
-    try:
+
+    def prepare(tmp):
         tree = tmp / "pillar"
         build_tree(tree)
         keydir = tmp / "minion-key"
         gen_minion_key(keydir)
-        for kind in ([a.only] if a.only else ["sylvite", "salt"]):
-            print(f"[{time.strftime('%H:%M:%S')}] {kind}: {a.n} minions, {a.procs} client processes", flush=True)
-            r = run_master(kind, a, tmp, tree, keydir)
-            results.append(r)
-            print(json.dumps(r, indent=2), flush=True)
-    finally:
-        stop_all()
-        if a.keep:
-            print("kept", tmp)
-        else:
-            rmtree(tmp)
-    doc = {"bench": "pillar_refresh", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "loadavg": os.getloadavg(),
-           "cpus": os.cpu_count(), "tree": TREE_CASES, "results": results}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2) + "\n")
-    if len(results) == 2:
-        s, r = results
-        print(f"\n{'':28}{'sylvite':>12}{'salt':>12}")
-        for k in ("refresh_wall_s", "refreshes_per_s", "latency_ms_p50", "latency_ms_p99", "master_cpu_s",
-                  "master_cpu_ms_per_minion", "master_rss_mb_peak", "pillars_with_errors"):
-            print(f"{k:28}{str(s[k]):>12}{str(r[k]):>12}")
+        return tree, keydir
+
+    results = run_masters(a, "sylvite-pillar-bench-", prepare,
+                          lambda kind, tmp, p: run_master(kind, a, tmp, p[0], p[1]),
+                          f"{a.n} minions, {a.procs} client processes")
+    write_doc(a.out, "pillar_refresh", results, tree=TREE_CASES)
+    print_comparison(results, ("refresh_wall_s", "refreshes_per_s", "latency_ms_p50", "latency_ms_p99",
+                               "master_cpu_s", "master_cpu_ms_per_minion", "master_rss_mb_peak",
+                               "pillars_with_errors"), 28, ratio=False)
     return 0
 
 

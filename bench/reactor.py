@@ -27,16 +27,15 @@ Writes bench/results/reactor-latest.json (or --out).
 """
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from benchlib.core import REPO, SaltMaster, SylviteMaster, rmtree, stop_all  # noqa: E402
+from benchlib.vs import (add_common_args, add_output_args, gen_minion_key, minion_opts,  # noqa: E402
+                         print_comparison, run_masters, start_master, write_doc)
 
 MINION = "benchmin"
 SLS = """\
@@ -47,16 +46,6 @@ ping_{{ n }}:
     - metadata:
         reactor_tag: {{ tag }}
 """
-
-
-def gen_minion_key(d: Path):
-    import subprocess
-    d.mkdir(parents=True, exist_ok=True)
-    key = subprocess.run(["openssl", "genrsa", "-traditional", "2048"], capture_output=True, check=True).stdout
-    pub = subprocess.run(["openssl", "rsa", "-pubout"], input=key, capture_output=True, check=True).stdout
-    (d / "minion.pem").write_bytes(key)
-    os.chmod(d / "minion.pem", 0o400)
-    (d / "minion.pub").write_bytes(pub)
 
 
 def count_jobs(cachedir: Path) -> int:
@@ -77,21 +66,10 @@ def send_events(port: int, keydir: Path, workdir: Path, n: int, batch: int) -> t
     """Authenticate as MINION and send n events in batches; (t_first_send, t_last_ack)."""
     import asyncio
     import logging
-    import shutil
     logging.disable(logging.CRITICAL)
     import salt.channel.client
-    import salt.config
 
-    pki = workdir / "pki"
-    pki.mkdir(parents=True, exist_ok=True)
-    for f in ("minion.pem", "minion.pub"):
-        shutil.copyfile(keydir / f, pki / f)
-    os.chmod(pki / "minion.pem", 0o400)
-    opts = salt.config.minion_config(None)
-    opts.update({"id": MINION, "master": "127.0.0.1", "master_port": port, "master_ip": "127.0.0.1",
-                 "master_uri": f"tcp://127.0.0.1:{port}", "pki_dir": str(pki), "cachedir": str(workdir / "cache"),
-                 "sock_dir": str(workdir / "sock"), "transport": "zeromq", "acceptance_wait_time": 1,
-                 "auth_timeout": 60, "auth_tries": 10})
+    opts = minion_opts(workdir, keydir, port, id=MINION)
     times = {}
 
     async def run():
@@ -121,15 +99,7 @@ def run_master(kind: str, a, tmp: Path, keydir: Path) -> dict:
     (rdir / "ping.sls").write_text(SLS)
     opts = {"transport": "zeromq", "reactor": [{"bench/*": [str(rdir / "ping.sls")]}],
             "keep_jobs_seconds": 86400}
-    opts.update(json.loads(a.master_opts or "{}"))
-    cls, bin_dir = (SylviteMaster, Path(a.sylvite_bin)) if kind == "sylvite" else (SaltMaster, Path(a.salt_bin))
-    m = cls(root, bin_dir, opts, transport="zeromq")
-    acc = Path(m.opts["pki_dir"]) / "minions"
-    acc.mkdir(parents=True, exist_ok=True)
-    (acc / MINION).write_bytes((keydir / "minion.pub").read_bytes())
-    m.start()
-    m.wait_ready(timeout=120)
-    time.sleep(1.0)
+    m = start_master(kind, a, root, opts, keydir, [MINION])
     cachedir = Path(m.opts["cachedir"])
     base_jobs = count_jobs(cachedir)
     cpu0 = m.cpu_seconds()
@@ -163,44 +133,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000, help="events per master (default 1000)")
     ap.add_argument("--batch", type=int, default=50, help="events per _minion_event request")
-    ap.add_argument("--only", choices=["sylvite", "salt"], help="one master only")
-    ap.add_argument("--sylvite-bin", default=os.environ.get("SYLVITE_BIN", str(REPO / "build" / "bin")))
-    ap.add_argument("--salt-bin", default=str(Path(os.environ.get("SYLVITE_VENV", REPO / "build" / "venv")) / "bin"))
-    ap.add_argument("--master-opts", help="JSON dict of extra options for both masters")
+    add_common_args(ap)
     ap.add_argument("--idle", type=float, default=20, help="stop waiting after this long without a new action")
     ap.add_argument("--timeout", type=float, default=1800)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "reactor-latest.json"))
-    ap.add_argument("--keep", action="store_true")
+    add_output_args(ap, "reactor-latest.json")
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="sylvite-reactor-bench-"))
-    results = []
-    try:
+
+    def prepare(tmp):
         keydir = tmp / "minion-key"
         gen_minion_key(keydir)
-        for kind in ([a.only] if a.only else ["sylvite", "salt"]):
-            print(f"[{time.strftime('%H:%M:%S')}] {kind}: {a.n} events, batches of {a.batch}", flush=True)
-            r = run_master(kind, a, tmp, keydir)
-            results.append(r)
-            print(json.dumps(r, indent=2), flush=True)
-    finally:
-        stop_all()
-        if a.keep:
-            print("kept", tmp)
-        else:
-            rmtree(tmp)
-    doc = {"bench": "reactor", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "loadavg": os.getloadavg(),
-           "cpus": os.cpu_count(), "argv": sys.argv[1:], "results": results}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2) + "\n")
-    if len(results) == 2:
-        s, r = results
-        print(f"\n{'':32}{'sylvite':>12}{'salt':>12}{'ratio':>10}")
-        for k in ("events_in_per_s", "actions", "actions_out_per_s", "first_event_to_last_action_s",
-                  "master_cpu_s", "master_cpu_ms_per_action"):
-            ratio = ""
-            if isinstance(s[k], (int, float)) and isinstance(r[k], (int, float)) and r[k]:
-                ratio = f"{s[k] / r[k]:.2f}"
-            print(f"{k:32}{str(s[k]):>12}{str(r[k]):>12}{ratio:>10}")
+        return keydir
+
+    results = run_masters(a, "sylvite-reactor-bench-", prepare,
+                          lambda kind, tmp, keydir: run_master(kind, a, tmp, keydir),
+                          f"{a.n} events, batches of {a.batch}")
+    write_doc(a.out, "reactor", results, argv=sys.argv[1:])
+    print_comparison(results, ("events_in_per_s", "actions", "actions_out_per_s", "first_event_to_last_action_s",
+                               "master_cpu_s", "master_cpu_ms_per_action"), 32, ratio=True)
     return 0
 
 

@@ -23,6 +23,7 @@
 
 #include "master/cli_service.hpp"
 #include "core/match/match.hpp"
+#include "core/wire/parse_int.hpp"
 #include "master/job_cache.hpp"
 #include "master/runners.hpp"
 #include "master/cli_wait.hpp"
@@ -701,18 +702,6 @@ struct stream_queue {
   }
 };
 
-std::optional<std::int64_t> int_arg(const value& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
-  if (auto t = wire::as_text(v)) {
-    try {
-      std::size_t used = 0;
-      auto n = std::stoll(std::string(*t), &used);
-      if (used == t->size()) return n;
-    } catch (const std::exception&) {
-    }
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -747,7 +736,7 @@ void cli_service::cli_state_event(const value& args, const value& kwargs, std::s
   }
   std::int64_t count = -1;
   if (const value* c = wire::find(a, "count")) {
-    auto n = int_arg(*c);
+    auto n = wire::parse_int(*c);
     if (!n) {
       reply("Passed invalid arguments: count must be an integer.", 1);
       return;

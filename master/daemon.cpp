@@ -479,16 +479,21 @@ int run_master(const config::master_config& cfg) {
   // service, events come from the hub.
   std::unique_ptr<api::eauth_service> eauth;
   std::unique_ptr<api::api_server> rest;
+  // A REST API that cannot start stops the master: undo what has started so far.
+  auto api_start_failed = [&] {
+    rest.reset();
+    if (health) health->stop();
+    cli.stop();
+    events_pub.stop();
+    stop_ports();
+    if (bus) bus->stop();
+    return 1;
+  };
   {
     auto ao = api::parse_api_options(core->cfg().raw);
     if (!ao.error.empty()) {
       spdlog::critical("salt-master cannot start: {}", ao.error);
-      if (health) health->stop();
-      cli.stop();
-      events_pub.stop();
-      stop_ports();
-      if (bus) bus->stop();
-      return 1;
+      return api_start_failed();
     }
     if (ao.opts) {
       eauth = std::make_unique<api::eauth_service>(
@@ -517,13 +522,7 @@ int run_master(const config::master_config& cfg) {
       rest = std::make_unique<api::api_server>(std::move(d));
       if (auto err = rest->start(); !err.empty()) {
         spdlog::critical("salt-master cannot start the REST API: {}", err);
-        rest.reset();
-        if (health) health->stop();
-        cli.stop();
-        events_pub.stop();
-        stop_ports();
-        if (bus) bus->stop();
-        return 1;
+        return api_start_failed();
       }
       spdlog::info("REST API (rest_cherrypy) on {}://{}:{}", ao.opts->disable_ssl ? "http" : "https", ao.opts->host,
                    rest->bound_port());

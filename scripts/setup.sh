@@ -82,9 +82,10 @@ salt_venv "$build/venv-3007" "$SALT_V2_VERSION"
 
 # Test tools in the same venv (cheap when already there).
 # salt-pepper, selenium and CherryPy (real salt-api) for the REST API and console tests;
-# psycopg2 for real Salt's pgjsonb returner and the PostgreSQL job cache tests.
-if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy, psycopg2" 2>/dev/null; then
+# psycopg2 for real Salt's pgjsonb returner and the PostgreSQL job cache tests;
+# websocket-client for the REST API's /ws tests.
+if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy, psycopg2, websocket" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq \
-    salt-pepper selenium cherrypy psycopg2-binary
+    salt-pepper selenium cherrypy psycopg2-binary websocket-client
 fi
 echo "setup: ok ($("$venv/bin/salt-call" --version))"

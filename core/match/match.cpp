@@ -18,6 +18,7 @@
 // 8 KiB are not regex-matched (libstdc++'s recursive matcher could exhaust the stack).
 // Thread-safety: pure functions; the regex cache is thread_local.
 #include "core/match/match.hpp"
+#include "core/wire/py_repr.hpp"
 
 #include <arpa/inet.h>
 
@@ -233,99 +234,7 @@ std::optional<bool> regex_match_start(std::string_view pattern, std::string_view
 
 // ---- Python str() / lower() --------------------------------------------------------------
 
-std::string python_float_repr(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  // shortest round-trip
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  std::string s(buf);
-  auto e = s.find('e');
-  if (e != std::string::npos) {
-    // C: 1e+16 / 1.5e-05 -> Python uses the same form when exp < -4 or >= 16.
-    int exp = std::atoi(s.c_str() + e + 1);
-    if (exp >= -4 && exp < 16) {
-      std::snprintf(buf, sizeof buf, "%.17f", d);
-      std::string f(buf);
-      for (int prec = 0; prec <= 17; ++prec) {
-        std::snprintf(buf, sizeof buf, "%.*f", prec, d);
-        if (std::strtod(buf, nullptr) == d) {
-          f = buf;
-          break;
-        }
-      }
-      s = f;
-    } else {
-      return s;
-    }
-  }
-  if (s.find('.') == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string python_repr(const value& v);
-
-std::string python_str(const value& v) {
-  switch (v.type()) {
-    case value::value_t::null: return "None";
-    case value::value_t::boolean: return v.get<bool>() ? "True" : "False";
-    case value::value_t::number_integer: return std::to_string(v.get<std::int64_t>());
-    case value::value_t::number_unsigned: return std::to_string(v.get<std::uint64_t>());
-    case value::value_t::number_float: return python_float_repr(v.get<double>());
-    case value::value_t::string:
-    case value::value_t::binary: return std::string(*bytes_of(v));
-    default: return python_repr(v);
-  }
-}
-
-std::string python_repr_string(std::string_view s) {
-  char q = (s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos) ? '"' : '\'';
-  std::string out(1, q);
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (ch == '\\') out += "\\\\";
-    else if (ch == q) out += std::string("\\") + q;
-    else if (ch == '\n') out += "\\n";
-    else if (ch == '\r') out += "\\r";
-    else if (ch == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      out += b;
-    } else out.push_back(ch);
-  }
-  out.push_back(q);
-  return out;
-}
-
-std::string python_repr(const value& v) {
-  if (v.is_string() || v.is_binary()) return python_repr_string(*bytes_of(v));
-  if (v.is_array()) {
-    std::string out = "[";
-    bool first = true;
-    for (const auto& x : v) {
-      if (!first) out += ", ";
-      first = false;
-      out += python_repr(x);
-    }
-    return out + "]";
-  }
-  if (v.is_object()) {
-    std::string out = "{";
-    bool first = true;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (!first) out += ", ";
-      first = false;
-      out += python_repr_string(it.key()) + ": " + python_repr(it.value());
-    }
-    return out + "}";
-  }
-  return python_str(v);
-}
+std::string python_str(const value& v) { return wire::py_str(v, wire::py_style_match); }
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -4,12 +4,12 @@
 #include "core/output/output.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "core/config/config.hpp"
+#include "core/wire/py_repr.hpp"
 
 namespace sylvite::output {
 namespace {
@@ -58,82 +58,7 @@ std::string rstrip(std::string s) {
   return s;
 }
 
-// Decode one UTF-8 code point at s[i] (input is valid UTF-8); returns its length.
-std::size_t utf8_len(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c >> 5) == 0x6) return 2;
-  if ((c >> 4) == 0xe) return 3;
-  return 4;
-}
-std::uint32_t utf8_cp(std::string_view s, std::size_t i, std::size_t n) {
-  auto b = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i + k])); };
-  if (i + n > s.size()) return b(0);
-  switch (n) {
-    case 1: return b(0);
-    case 2: return ((b(0) & 0x1f) << 6) | (b(1) & 0x3f);
-    case 3: return ((b(0) & 0x0f) << 12) | ((b(1) & 0x3f) << 6) | (b(2) & 0x3f);
-    default: return ((b(0) & 0x07) << 18) | ((b(1) & 0x3f) << 12) | ((b(2) & 0x3f) << 6) | (b(3) & 0x3f);
-  }
-}
-
-void append_hex_escape(std::string& out, std::uint32_t cp) {
-  char buf[16];
-  if (cp < 0x100)
-    std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
-  else if (cp < 0x10000)
-    std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-  else
-    std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
-  out += buf;
-}
-
-// Code points Python's str.isprintable() rejects that we can name cheaply: C0/C1
-// controls, DEL, NBSP, soft hyphen, line/paragraph separators, BOM.
-bool py_unprintable(std::uint32_t cp) {
-  return cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad || cp == 0x2028 ||
-         cp == 0x2029 || cp == 0xfeff || (cp >= 0x200b && cp <= 0x200f);
-}
-
-std::string py_str_repr(std::string_view s) {
-  bool has_sq = s.find('\'') != std::string_view::npos;
-  bool has_dq = s.find('"') != std::string_view::npos;
-  char q = (has_sq && !has_dq) ? '"' : '\'';
-  std::string out(1, q);
-  for (std::size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = utf8_len(c);
-    std::uint32_t cp = utf8_cp(s, i, n);
-    if (cp == '\\') out += "\\\\";
-    else if (cp == static_cast<unsigned char>(q)) { out += '\\'; out += q; }
-    else if (cp == '\n') out += "\\n";
-    else if (cp == '\r') out += "\\r";
-    else if (cp == '\t') out += "\\t";
-    else if (py_unprintable(cp)) append_hex_escape(out, cp);
-    else out.append(s.substr(i, n));
-    i += n;
-  }
-  out += q;
-  return out;
-}
-
-std::string py_bytes_repr(std::string_view s) {
-  bool has_sq = s.find('\'') != std::string_view::npos;
-  bool has_dq = s.find('"') != std::string_view::npos;
-  char q = (has_sq && !has_dq) ? '"' : '\'';
-  std::string out = "b";
-  out += q;
-  for (unsigned char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == static_cast<unsigned char>(q)) { out += '\\'; out += static_cast<char>(q); }
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c >= 0x7f) append_hex_escape(out, c);
-    else out += static_cast<char>(c);
-  }
-  out += q;
-  return out;
-}
+using wire::py_bytes_repr;
 
 std::string int_text(const value& v) {
   if (v.is_number_unsigned()) return std::to_string(v.get<std::uint64_t>());
@@ -482,84 +407,11 @@ std::string strip_esc(std::string s) {
   return s;
 }
 
-std::string py_float_repr(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);
-  // sci = [-]D[.DDD]e[+-]XX
-  bool neg = sci[0] == '-';
-  if (neg) sci.erase(0, 1);
-  auto epos = sci.find('e');
-  std::string mant = sci.substr(0, epos);
-  int exp = std::stoi(sci.substr(epos + 1));
-  std::string digits;
-  for (char ch : mant)
-    if (ch != '.') digits += ch;
-  std::string out = neg ? "-" : "";
-  // Python repr ('r' format): fixed notation when -4 <= exp10 < 16, else scientific.
-  if (exp >= 0 && exp < 16) {
-    std::string ip, fp;
-    if (static_cast<int>(digits.size()) <= exp + 1) {
-      ip = digits + std::string(static_cast<std::size_t>(exp + 1) - digits.size(), '0');
-      fp = "0";
-    } else {
-      ip = digits.substr(0, static_cast<std::size_t>(exp + 1));
-      fp = digits.substr(static_cast<std::size_t>(exp + 1));
-    }
-    return out + ip + "." + fp;
-  }
-  if (exp < 0 && exp >= -4) return out + "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  char ebuf[16];
-  std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-  return out + ebuf;
-}
+std::string py_float_repr(double d) { return wire::py_float_repr(d, wire::py_style::floats::python); }
 
-std::string py_repr(const wire::value& v) {
-  switch (v.type()) {
-    case value::value_t::null: return "None";
-    case value::value_t::boolean: return v.get<bool>() ? "True" : "False";
-    case value::value_t::number_integer:
-    case value::value_t::number_unsigned:
-    case value::value_t::number_float: return number_text(v);
-    case value::value_t::string: return py_str_repr(v.get_ref<const std::string&>());
-    case value::value_t::binary: {
-      const auto& b = v.get_binary();
-      return py_bytes_repr(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
-    }
-    case value::value_t::array: {
-      std::string out = "[";
-      bool first = true;
-      for (const auto& e : v) {
-        if (!first) out += ", ";
-        out += py_repr(e);
-        first = false;
-      }
-      return out + "]";
-    }
-    case value::value_t::object: {
-      std::string out = "{";
-      bool first = true;
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!first) out += ", ";
-        out += py_str_repr(it.key()) + ": " + py_repr(it.value());
-        first = false;
-      }
-      return out + "}";
-    }
-    case value::value_t::discarded: return "None";
-  }
-  return "None";
-}
+std::string py_repr(const wire::value& v) { return wire::py_repr(v, wire::py_style_output); }
 
-std::string py_str(const wire::value& v) {
-  if (v.is_string()) return v.get<std::string>();
-  return py_repr(v);
-}
+std::string py_str(const wire::value& v) { return wire::py_str(v, wire::py_style_output); }
 
 bool known(std::string_view name) {
   return name == "nested" || name == "json" || name == "yaml" || name == "txt" || name == "text" ||

@@ -8,5 +8,6 @@ sylvite_library(sylvite_master_rest
     ${CMAKE_CURRENT_LIST_DIR}/api_lowstate.cpp
     ${CMAKE_CURRENT_LIST_DIR}/api_routes.cpp
     ${CMAKE_CURRENT_LIST_DIR}/api_server.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/api_ws.cpp
   DEPS sylvite::master_api sylvite::master_console sylvite::master sylvite::master_ipc sylvite::cli sylvite::config sylvite::pki sylvite::crypto sylvite::wire
        sylvite::util Boost::headers OpenSSL::SSL OpenSSL::Crypto Threads::Threads)

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/config/config.hpp"
+#include "core/wire/parse_int.hpp"
 #include "master/cli/args.hpp"
 
 namespace sylvite::master::api {
@@ -297,19 +298,6 @@ std::optional<bool> as_bool(const value& v) {
   return std::nullopt;
 }
 
-std::optional<std::int64_t> as_int(const value& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
-  if (auto t = wire::as_text(v)) {
-    try {
-      std::size_t used = 0;
-      auto n = std::stoll(std::string(*t), &used);
-      if (used == t->size()) return n;
-    } catch (const std::exception&) {
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 options_result parse_api_options(const value& raw) {
@@ -347,7 +335,7 @@ options_result parse_api_options(const value& raw) {
   };
   auto number = [&](const char* k, std::int64_t lo, std::int64_t hi, std::int64_t& dst) -> bool {
     if (const value* v = wire::find(*block, k); v && !v->is_null()) {
-      auto n = as_int(*v);
+      auto n = wire::parse_int(*v);
       if (!n || *n < lo || *n > hi) {
         r.error = std::string("rest_cherrypy: ") + k + ": expected an integer from " + std::to_string(lo) + " to " +
                   std::to_string(hi);

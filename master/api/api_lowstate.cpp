@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "core/crypto/rsa.hpp"
@@ -204,6 +205,7 @@ chunk_result lowstate_runner::run(const value& chunk, const std::string& user) c
     if (client == "local") return local(chunk, user, true);
     if (client == "local_async") return local(chunk, user, false);
     if (client == "local_batch") return local_batch(chunk, user);
+    if (client == "local_subset") return local_subset(chunk, user);
     if (client == "runner") return runner(chunk, user, true);
     if (client == "runner_async") return runner(chunk, user, false);
     if (client == "wheel") return wheel(chunk, user, true);
@@ -215,7 +217,13 @@ chunk_result lowstate_runner::run(const value& chunk, const std::string& user) c
     return r;
   }
   r.status = 400;
-  if (std::find(netapi_known().begin(), netapi_known().end(), client) != netapi_known().end())
+  if (client == "ssh") {
+    // salt-api's answer for a client it cannot run (SaltInvocationError: 400).
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true))
+      spdlog::warn("api: netapi_enable_clients lists 'ssh' but sylvite has no salt-ssh; ssh chunks are refused");
+    r.error = "Client not available: 'ssh'. sylvite has no salt-ssh; remove 'ssh' from 'netapi_enable_clients'.";
+  } else if (std::find(netapi_known().begin(), netapi_known().end(), client) != netapi_known().end())
     r.error = "Client not supported by sylvite: '" + client + "'";
   else
     r.error = "Invalid client specified: '" + client + "'";
@@ -223,7 +231,7 @@ chunk_result lowstate_runner::run(const value& chunk, const std::string& user) c
 }
 
 const std::vector<std::string>& lowstate_runner::netapi_known() {
-  static const std::vector<std::string> c = {"local_subset", "ssh", "destroy"};
+  static const std::vector<std::string> c = {"ssh", "destroy"};
   return c;
 }
 
@@ -338,6 +346,53 @@ chunk_result lowstate_runner::local_batch(const value& chunk, const std::string&
     if (part.status != 200) return part;
     for (auto it = part.ret.begin(); it != part.ret.end(); ++it) r.ret.push_back(value{{it.key(), it.value()}});
   }
+  return r;
+}
+
+chunk_result lowstate_runner::local_subset(const value& chunk, const std::string& user) const {
+  // LocalClient.cmd_subset: sys.list_functions on the target, then the call on `subset`
+  // (legacy `sub`; default 3) minions picked at random among those that list fun.
+  const value* fun = wire::find(chunk, "fun");
+  const value* n = wire::find(chunk, "sub") ? wire::find(chunk, "sub") : wire::find(chunk, "subset");
+  const std::int64_t subset = n ? int_of(n).value_or(3) : 3;
+  value probe = chunk;
+  probe["fun"] = "sys.list_functions";
+  probe["arg"] = value::array();
+  for (const char* k : {"kwarg", "ret", "full_return"}) probe.erase(k);
+  auto listed = local(probe, user, true);
+  if (listed.status != 200) return listed;
+  std::vector<std::string> ids;
+  for (auto it = listed.ret.begin(); it != listed.ret.end(); ++it) ids.push_back(it.key());
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(std::random_device{}()));
+  value picked = value::array();
+  const auto want = fun ? wire::as_text(*fun) : std::nullopt;
+  for (const auto& id : ids) {
+    const value& fns = listed.ret[id];
+    if (!fns.is_array()) continue;  // no answer (False) or not a list: skipped
+    for (const auto& f : fns)
+      if (auto t = wire::as_text(f); want && t && *t == *want) {
+        picked.push_back(id);
+        break;
+      }
+    if (static_cast<std::int64_t>(picked.size()) >= subset) break;
+  }
+  chunk_result r;
+  if (picked.empty()) {  // Salt publishes to an empty list: no minions, {}
+    r.ret = value::object();
+    return r;
+  }
+  value c = chunk;
+  c["tgt"] = picked;
+  c["tgt_type"] = "list";
+  c.erase("expr_form");
+  const bool cli = truthy(wire::find(chunk, "cli"));
+  if (cli) c["full_return"] = true;
+  auto part = local(c, user, true);
+  if (part.status != 200 || !cli) return part;
+  // cli=True: cmd_cli's generator, one {id: {ret, retcode, jid}} per minion.
+  r.many = true;
+  r.ret = value::array();
+  for (auto it = part.ret.begin(); it != part.ret.end(); ++it) r.ret.push_back(value{{it.key(), it.value()}});
   return r;
 }
 

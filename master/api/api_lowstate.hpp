@@ -6,6 +6,10 @@
 //   local_async  a publish without wait -> {"jid", "minions"}
 //   local_batch  gather (test.ping) then waiting publishes of `batch` minions at a time;
 //                one {id: return} item per minion (Salt's cmd_batch yields them)
+//   local_subset sys.list_functions on the target, then a waiting publish to `subset`
+//                (default 3) of the answering minions that list fun, picked at random
+//                (LocalClient.cmd_subset) -> {id: return}; cli=True: one item per minion
+//   ssh          refused (400, logged once): sylvite has no salt-ssh
 //   runner       the CLI service's "runner" command -> the runner's return
 //   runner_async the same, not waited for -> {"tag": "salt/run/<jid>", "jid"}
 //   wheel        the key wheel (salt/wheel/key.py) on the key store, changes announced
@@ -66,6 +70,7 @@ class lowstate_runner {
  private:
   chunk_result local(const wire::value& chunk, const std::string& user, bool wait) const;
   chunk_result local_batch(const wire::value& chunk, const std::string& user) const;
+  chunk_result local_subset(const wire::value& chunk, const std::string& user) const;
   chunk_result runner(const wire::value& chunk, const std::string& user, bool wait) const;
   chunk_result wheel(const wire::value& chunk, const std::string& user, bool wait) const;
   wire::value wheel_call(const std::string& fun, const wire::value& args, const wire::value& kwargs,

@@ -505,6 +505,14 @@ std::optional<value> api_routes::exec_lowstate(const api_request& req, context& 
       return std::nullopt;
     }
     auto dec = d_.eauth->check(*who, chunk);
+    if (dec.allowed && client == "local_subset") {
+      // cmd_subset publishes sys.list_functions to the target first: the ACL must allow it.
+      value probe = chunk;
+      probe["fun"] = "sys.list_functions";
+      probe["arg"] = value::array();
+      probe.erase("kwarg");
+      dec = d_.eauth->check(*who, probe);
+    }
     if (!dec.allowed) {
       // salt-api answers 401 for an ACL refusal too (EauthAuthenticationError): clients
       // written for it (pepper, scripts) rely on that.

@@ -15,6 +15,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 
 #include <array>
 #include <atomic>
@@ -26,6 +28,7 @@
 #include <type_traits>
 
 #include "core/util/rate_limit.hpp"
+#include "master/api/api_ws.hpp"
 #include "master/event_hub.hpp"
 #include "master/worker_pool.hpp"
 
@@ -35,6 +38,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using wire::value;
 using steady = std::chrono::steady_clock;
@@ -89,6 +93,15 @@ struct sse_feed {
   asio::any_io_executor ex_;
   std::uint64_t sub = 0;
 };
+
+// One /ws client's reader state, shared with its writer (both on the connection's strand).
+struct ws_state {
+  bool ready = false;        // "websocket client ready" received: events flow
+  std::size_t acks = 0;      // "server received message" replies owed
+  bool reader_done = false;  // the read side has ended (close frame, error, shutdown)
+};
+constexpr std::size_t kWsMessageMax = 64 * 1024;  // what a /ws client may send in one message
+constexpr auto kWsIdle = std::chrono::seconds(30);  // pings at half of it; no pong: dropped
 
 bool benign(const boost::system::error_code& ec) {
   return ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
@@ -196,6 +209,12 @@ struct api_server::impl : std::enable_shared_from_this<impl> {
   template <class Stream>
   asio::awaitable<void> events(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
                                std::shared_ptr<const api_request> reqp, unsigned version);
+  template <class Stream>
+  asio::awaitable<void> websocket_stream(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
+                                         http::request<http::string_body> hreq,
+                                         std::shared_ptr<const api_request> reqp);
+  template <class WS>
+  asio::awaitable<void> websocket_reader(WS& ws, std::shared_ptr<ws_state> st, std::shared_ptr<sse_feed> feed);
   asio::awaitable<void> accept_loop();
 };
 
@@ -290,6 +309,10 @@ asio::awaitable<void> api_server::impl::session(std::shared_ptr<connection<Strea
     api_request req = to_request(parser.get(), remote);
     if (req.method == "GET" && (req.path == "/events" || req.path == "/events/") && d.hub) {
       co_await events(c, key, std::make_shared<const api_request>(std::move(req)), version);
+      break;
+    }
+    if (req.method == "GET" && (req.path == "/ws" || req.path.starts_with("/ws/")) && d.hub) {
+      co_await websocket_stream(c, key, parser.release(), std::make_shared<const api_request>(std::move(req)));
       break;
     }
     auto shared_req = std::make_shared<api_request>(std::move(req));
@@ -436,6 +459,222 @@ asio::awaitable<void> api_server::impl::events(std::shared_ptr<connection<Stream
     std::string end = "0\r\n\r\n";
     co_await asio::async_write(c->stream, asio::buffer(end), tok);
   }
+}
+
+// GET /ws (salt-api's WebsocketEndpoint): the token from /ws/<token>, else as /events
+// takes it; upgrade; nothing is sent until the client says "websocket client ready"
+// (every message it sends is answered "server received message"); then one text frame
+// per bus event, "data: {json}\n\n", or with ?format_events SaltInfo's {"jobs"} /
+// {"minions"} frames. The hub fills a bounded queue; a client that lets it fill, or
+// that blocks a write, is dropped (its socket closed), never waited for. Beast pings
+// every 15 s and drops a client that answers nothing for 30 s.
+template <class Stream>
+asio::awaitable<void> api_server::impl::websocket_stream(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
+                                                         http::request<http::string_body> hreq,
+                                                         std::shared_ptr<const api_request> reqp) {
+  constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+  const api_request& req = *reqp;
+  auto& lowest = beast::get_lowest_layer(c->stream);
+  if (!websocket::is_upgrade(hreq)) {  // ws4py's handshake check comes first: 400
+    api_response out = routes.refuse(req, 400, "A WebSocket upgrade is required on /ws");
+    auto http_res = to_http(out, hreq.version(), false);
+    lowest.expires_after(kWriteTimeout);
+    co_await http::async_write(c->stream, http_res, tok);
+    co_return;
+  }
+  // The token as authorize_stream reads it; /ws/<token> wins; ?format_events is ours.
+  auto auth = std::make_shared<api_request>(req);
+  if (req.path.size() > 4) auth->headers["x-auth-token"] = req.path.substr(4);
+  bool format_events = false;
+  {
+    std::string q;
+    std::string_view rest = req.query;
+    while (!rest.empty()) {
+      auto amp = rest.find('&');
+      std::string_view part = rest.substr(0, amp);
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+      if (part.substr(0, part.find('=')) == "format_events") {
+        format_events = true;
+      } else if (!part.empty()) {
+        if (!q.empty()) q += '&';
+        q += part;
+      }
+    }
+    auth->query = q;
+  }
+  auto grant = std::make_shared<std::optional<token_data>>();
+  auto job = submit(c->stream.get_executor(), [this, auth, grant] {
+    api_response refusal;
+    *grant = routes.authorize_stream(*auth, refusal);
+    return refusal;
+  });
+  if (job) co_await job->timer.async_wait(tok);
+  if (!job || !*grant) {
+    api_response out = job ? job->res : api_response{503, {}, "application/json", "{\"status\": 503}"};
+    auto http_res = to_http(out, hreq.version(), false);
+    lowest.expires_after(kWriteTimeout);
+    co_await http::async_write(c->stream, http_res, tok);
+    co_return;
+  }
+  const double expire = (*grant)->expire;
+  const identity who = (*grant)->who;
+  lowest.expires_never();  // the websocket stream keeps its own timeouts
+  websocket::stream<Stream&> ws(c->stream);
+  websocket::stream_base::timeout to{};
+  to.handshake_timeout = kReadTimeout;
+  to.idle_timeout = kWsIdle;
+  to.keep_alive_pings = true;
+  ws.set_option(to);
+  ws.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& r) { r.set(http::field::server, "sylvite"); }));
+  ws.read_message_max(kWsMessageMax);
+  {
+    auto [aec] = co_await ws.async_accept(hreq, tok);
+    if (aec) {
+      spdlog::info("api: /ws upgrade from {} failed: {}", req.remote, aec.message());
+      co_return;
+    }
+  }
+  auto feed = std::make_shared<sse_feed>(c->stream.get_executor());
+  auto st = std::make_shared<ws_state>();
+  {
+    std::lock_guard lk(mu);
+    feeds[key] = feed;
+  }
+  spdlog::info("api: /ws stream opened for {} from {}{}", who.name, req.remote,
+               format_events ? " (format_events)" : "");
+  asio::co_spawn(c->stream.get_executor(), websocket_reader(ws, st, feed), asio::detached);
+  const std::size_t qmax = d.routes.opts.sse_queue_events;
+  std::weak_ptr<conn_base> weak_conn = c;
+  bool subscribed = false;
+  salt_info info;
+  std::string why = "client gone";
+  ws.text(true);
+  for (;;) {
+    if (stopped.load()) {
+      why = "server stopping";
+      break;
+    }
+    if (st->reader_done) break;
+    bool failed = false;
+    for (; st->acks > 0 && !failed; --st->acks) {
+      static const std::string ack = "server received message";
+      auto [wec, wn] = co_await ws.async_write(asio::buffer(ack), tok);
+      (void)wn;
+      failed = static_cast<bool>(wec);
+    }
+    if (failed) break;
+    if (st->ready && !subscribed) {
+      subscribed = true;
+      feed->sub = d.hub->subscribe_all([feed, qmax, weak_conn](const std::string& tag, const value& data) {
+        std::lock_guard lk(feed->mu);
+        if (feed->closed || feed->overflow) return;
+        if (feed->q.size() >= qmax) {
+          // The writer is behind (maybe blocked on a client that stopped reading):
+          // close the socket so its write fails now instead of holding anything.
+          feed->overflow = true;
+          if (auto cc = weak_conn.lock()) cc->close();
+        } else {
+          feed->q.emplace_back(tag, data);
+        }
+        if (!feed->notified) {
+          feed->notified = true;
+          asio::post(feed->ex_, [feed] { feed->wake.cancel(); });
+        }
+      });
+    }
+    std::deque<std::pair<std::string, value>> items;
+    bool overflow;
+    {
+      std::lock_guard lk(feed->mu);
+      items.swap(feed->q);
+      overflow = feed->overflow;
+      feed->notified = false;
+    }
+    if (overflow) break;
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (expire > 0 && now >= expire) {
+      why = "token expired";
+      break;
+    }
+    if (items.empty()) {
+      feed->wake.expires_after(kKeepAlive);
+      co_await feed->wake.async_wait(tok);
+      continue;
+    }
+    for (auto& [tag, data] : items) {
+      std::vector<std::string> frames;
+      if (format_events) {
+        auto o = info.process(tag, data);
+        frames = std::move(o.frames);
+        if (!o.grains_tgt.empty() && d.routes.eauth && d.routes.runner) {
+          // SaltInfo runs grains.items on new minions with the stream's token.
+          auto eauth = d.routes.eauth;
+          auto runner = d.routes.runner;
+          pool->submit([eauth, runner, who, tgt = o.grains_tgt] {
+            value chunk{{"client", "local_async"}, {"tgt", tgt}, {"fun", "grains.items"}};
+            if (eauth->check(who, chunk).allowed) runner->run(chunk, who.name);
+          });
+        }
+      } else {
+        frames.push_back(ws_event_frame(tag, data));
+      }
+      for (const auto& f : frames) {
+        auto [wec, wn] = co_await ws.async_write(asio::buffer(f), tok);
+        (void)wn;
+        if (wec) {
+          failed = true;
+          break;
+        }
+      }
+      if (failed) break;
+    }
+    if (failed) break;
+  }
+  bool overflowed;
+  {
+    std::lock_guard lk(feed->mu);
+    feed->closed = true;
+    overflowed = feed->overflow;
+  }
+  if (subscribed) d.hub->unsubscribe(feed->sub);
+  if (overflowed) {  // its socket was closed by the hub's handler (a write may have failed first)
+    why = "too slow";
+    if (auto k = drop_log.hit())
+      spdlog::warn("api: /ws client {} dropped: it let {} events queue up ({} client(s) dropped lately)", req.remote,
+                   qmax, k);
+  }
+  spdlog::info("api: /ws stream of {} ended ({})", req.remote, why);
+  if (why == "token expired" || why == "server stopping") {
+    auto [cec] = co_await ws.async_close(websocket::close_code::going_away, tok);
+    (void)cec;
+  }
+  // End the reader before `ws` goes away: shut the socket, wait for it to notice.
+  boost::system::error_code ignore;
+  lowest.socket().shutdown(tcp::socket::shutdown_both, ignore);
+  lowest.socket().close(ignore);
+  while (!st->reader_done) {
+    feed->wake.expires_after(std::chrono::milliseconds(200));
+    co_await feed->wake.async_wait(tok);
+  }
+}
+
+template <class WS>
+asio::awaitable<void> api_server::impl::websocket_reader(WS& ws, std::shared_ptr<ws_state> st,
+                                                         std::shared_ptr<sse_feed> feed) {
+  constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+  beast::flat_buffer b;
+  for (;;) {
+    auto [ec, n] = co_await ws.async_read(b, tok);
+    (void)n;
+    if (ec) break;
+    if (beast::buffers_to_string(b.data()) == "websocket client ready") st->ready = true;
+    b.consume(b.size());
+    st->acks++;
+    feed->wake.cancel();
+  }
+  st->reader_done = true;
+  feed->wake.cancel();
 }
 
 asio::awaitable<void> api_server::impl::accept_loop() {

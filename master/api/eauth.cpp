@@ -468,7 +468,8 @@ decision eauth_service::check(const identity& who, const value& chunk) const try
   const std::string fun_text = fun && wire::as_text(*fun) ? std::string(*wire::as_text(*fun)) : std::string();
   const std::string user_fail = "Authentication failure of type \"token\" occurred for user " + who.name + ".";
 
-  if (cl == "local" || cl == "local_async" || cl == "local_batch" || cl == "local_subset") {
+  if (cl == "local" || cl == "local_async" || cl == "local_batch" || cl == "local_subset" ||
+      cl == "ssh") {  // NetapiClient._authorize_ssh: the same auth_check as a publish
     if (!fun || (!wire::as_text(*fun) && !fun->is_array()) || (fun->is_array() && fun->empty()) ||
         (wire::as_text(*fun) && fun_text.empty()))
       return refuse(refusal::bad_request, "lowstate chunk has no fun");

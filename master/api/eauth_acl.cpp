@@ -5,13 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
 
 #include "core/match/match.hpp"
+#include "core/wire/py_repr.hpp"
 
 namespace sylvite::master::api::acl {
 
@@ -21,60 +20,6 @@ namespace {
 
 // Where Salt raises (TypeError, IndexError, AttributeError), we stop and deny.
 struct py_error {};
-
-std::string float_repr(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
-  char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  std::string s(buf);
-  auto e = s.find('e');
-  if (e != std::string::npos) {
-    // Python: 1e+20, 1e-05 (two exponent digits at least): same as printf.
-    return s;
-  }
-  if (s.find('.') == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string text_of(const value& v) {
-  auto b = wire::as_text(v);
-  return b ? std::string(*b) : std::string();
-}
-
-std::string py_repr(const value& v);
-
-std::string str_repr(std::string_view s) {
-  // Python picks single quotes unless the text has ' and no ".
-  const bool dq = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos;
-  const char q = dq ? '"' : '\'';
-  std::string out(1, q);
-  for (char c : s) {
-    if (c == q || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out += c;
-    }
-  }
-  out += q;
-  return out;
-}
-
-std::string py_repr(const value& v) {
-  if (v.is_string()) return str_repr(v.get_ref<const std::string&>());
-  if (v.is_binary()) return str_repr(text_of(v));
-  return py_str(v);
-}
 
 // Python's view of a value as a sequence (len(), [i], iteration): a list, or the
 // characters of a string; anything else is a TypeError.
@@ -165,38 +110,7 @@ bool fun_check(const value& valid_in, const value& fun, const value* args, const
 
 }  // namespace
 
-std::string py_str(const value& v) {
-  switch (v.type()) {
-    case value::value_t::null: return "None";
-    case value::value_t::boolean: return v.get<bool>() ? "True" : "False";
-    case value::value_t::number_integer: return std::to_string(v.get<std::int64_t>());
-    case value::value_t::number_unsigned: return std::to_string(v.get<std::uint64_t>());
-    case value::value_t::number_float: return float_repr(v.get<double>());
-    case value::value_t::string: return v.get<std::string>();
-    case value::value_t::binary: return text_of(v);
-    case value::value_t::array: {
-      std::string out = "[";
-      bool first = true;
-      for (const auto& e : v) {
-        if (!first) out += ", ";
-        first = false;
-        out += py_repr(e);
-      }
-      return out + "]";
-    }
-    case value::value_t::object: {
-      std::string out = "{";
-      bool first = true;
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!first) out += ", ";
-        first = false;
-        out += str_repr(it.key()) + ": " + py_repr(it.value());
-      }
-      return out + "}";
-    }
-    default: return "";
-  }
-}
+std::string py_str(const value& v) { return wire::py_str(v, wire::py_style_acl); }
 
 bool match_check(std::string_view regex, const value& fun) {
   std::vector<value> funs;
@@ -313,7 +227,7 @@ value login_perms(const value& eauth, std::string_view name, const std::vector<s
     } else {
       bool dup = false;
       for (const auto& o : others) dup = dup || o.second == e;
-      if (!dup) others.emplace_back(py_repr(e), e);
+      if (!dup) others.emplace_back(wire::py_repr(e, wire::py_style_acl), e);
     }
   }
   std::sort(strs.begin(), strs.end());

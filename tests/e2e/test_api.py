@@ -26,7 +26,8 @@ import yaml
 from sylvite_harness import Env, free_port, wait_for
 
 VENV = Path(os.environ.get("SYLVITE_VENV", "/work/main/build/venv"))
-CLIENTS = ["local", "local_async", "local_batch", "runner", "runner_async", "wheel", "wheel_async"]
+CLIENTS = ["local", "local_async", "local_batch", "local_subset", "runner", "runner_async", "ssh", "wheel",
+           "wheel_async"]
 USERS = "alice:secret\nbob:bobpw\n"
 EAUTH = {"alice": [".*", "@runner", "@wheel", "@jobs"], "bob": ["test.ping"]}
 
@@ -247,6 +248,48 @@ def test_local_clients_and_jobs(lab):
     assert st == 200 and sorted(body["return"], key=lambda d: list(d)[0]) == [{"m1": True}, {"m2": True}]
 
 
+def test_local_subset_and_ssh_clients(lab):
+    env, m, api = lab
+    # local_subset: `subset` random minions among those that have the function
+    seen = set()
+    for _ in range(12):  # random picks: both minions come up sooner or later
+        st, body = api.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.ping", "subset": 1}])
+        assert st == 200 and len(body["return"][0]) == 1 and list(body["return"][0].values()) == [True], body
+        seen |= set(body["return"][0])
+        if seen == {"m1", "m2"}:
+            break
+    assert seen == {"m1", "m2"}
+    st, body = api.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.echo", "arg": ["hi"],
+                                       "subset": 5}])
+    assert st == 200 and body == {"return": [{"m1": "hi", "m2": "hi"}]}
+    # Salt's default subset is 3; `sub` is the legacy name
+    st, body = api.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.ping"}])
+    assert st == 200 and body == {"return": [{"m1": True, "m2": True}]}
+    st, body = api.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.ping", "sub": 1}])
+    assert st == 200 and len(body["return"][0]) == 1
+    # no minion has the function: nothing published, {}
+    st, body = api.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "no_such.fun", "subset": 1}])
+    assert st == 200 and body == {"return": [{}]}
+    # cli=True: one item per minion, as cmd_cli's generator
+    st, body = api.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.ping", "subset": 2,
+                                       "cli": True}])
+    assert st == 200 and sorted(list(i)[0] for i in body["return"]) == ["m1", "m2"]
+    assert all(list(i.values())[0]["ret"] is True for i in body["return"])
+    # the ACL must allow sys.list_functions too (cmd_subset publishes it first)
+    bob = Api(api.port)
+    bob.login("bob", "bobpw")
+    st, _ = bob.json("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.ping", "subset": 1}])
+    assert st == 401
+    # ssh: enabled here, but sylvite has no salt-ssh: 400 (salt-api's code for a client it
+    # cannot run), the warning logged once
+    for _ in range(2):
+        st, body = api.json("POST", "/", [{"client": "ssh", "tgt": "*", "fun": "test.ping"}])
+        assert st == 400 and "salt-ssh" in json.dumps(body), body
+    logf = Path(m.opts["log_file"])
+    logs = [m.log_text(), logf.read_text(errors="replace") if logf.exists() else ""]
+    assert max(t.count("sylvite has no salt-ssh; ssh chunks are refused") for t in logs) == 1, logs
+
+
 def test_minions_endpoint(lab):
     env, m, api = lab
     st, body = api.json("GET", "/minions")
@@ -346,6 +389,99 @@ def test_events_stream_hook_and_run(lab):
     assert st == 200 and body["sylvite-api"]["requests"] > 0
     st, _ = api.json("GET", "/stats", token=False)
     assert st == 401
+
+
+def ws_frames(ws, pred, timeout=30):
+    """Text frames from a /ws client until pred(frame) holds; that frame."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ws.settimeout(max(0.1, deadline - time.monotonic()))
+        frame = ws.recv()
+        if pred(frame):
+            return frame
+    raise AssertionError("no matching /ws frame")
+
+
+def test_ws_event_stream(lab):
+    import websocket
+    env, m, api = lab
+    base = f"ws://127.0.0.1:{api.port}"
+    ws = websocket.create_connection(f"{base}/ws/{api.token}", timeout=30)
+    try:
+        # nothing flows before "websocket client ready"; every message is acknowledged
+        ws.send("hello")
+        assert ws.recv() == "server received message"
+        ws.send("websocket client ready")
+        assert ws.recv() == "server received message"
+        st, body = api.json("POST", "/", [{"client": "local_async", "tgt": "m1", "fun": "test.ping"}])
+        jid = body["return"][0]["jid"]
+
+        def job_ret(f):
+            assert f.startswith("data: ") and f.endswith("\n\n"), f
+            return json.loads(f[6:])["tag"] == f"salt/job/{jid}/ret/m1"
+        full = json.loads(ws_frames(ws, job_ret)[6:])
+        assert list(full) == ["data", "tag"] and full["data"]["return"] is True and full["data"]["id"] == "m1"
+    finally:
+        ws.close()
+    # the token as ?token=, X-Auth-Token, or the session cookie
+    for url, header in ((f"{base}/ws?token={api.token}", []), (f"{base}/ws", [f"X-Auth-Token: {api.token}"]),
+                        (f"{base}/ws", [f"Cookie: session_id={api.token}"])):
+        ws = websocket.create_connection(url, header=header, timeout=30)
+        ws.send("ping?")
+        assert ws.recv() == "server received message", url
+        ws.close()
+    # refusals: no token, a forged one (401); a plain GET (400, no upgrade)
+    for url in (f"{base}/ws", f"{base}/ws/{'ab' * 32}"):
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            websocket.create_connection(url, timeout=30)
+        assert e.value.status_code == 401, url
+    st, _, _ = api.request("GET", "/ws")
+    assert st == 400
+    # format_events: SaltInfo's {"jobs": {...}} frames
+    ws = websocket.create_connection(f"{base}/ws/{api.token}?format_events", timeout=30)
+    try:
+        ws.send("websocket client ready")
+        assert ws.recv() == "server received message"
+        st, body = api.json("POST", "/", [{"client": "local_async", "tgt": "m1", "fun": "test.ping"}])
+        jid = body["return"][0]["jid"]
+
+        def complete(f):
+            d = json.loads(f)
+            return "jobs" in d and d["jobs"].get(jid, {}).get("state") == "complete"
+        job = json.loads(ws_frames(ws, complete))["jobs"][jid]
+        assert job["fun"] == "test.ping" and job["tgt"] == "m1" and job["minions"]["m1"]["return"] is True
+        assert job["minions"]["m1"]["success"] is True and "start_time" in job
+    finally:
+        ws.close()
+
+
+def test_ws_slow_client_is_dropped(env):
+    import websocket
+    m, port = api_master(env, rest_cherrypy={"sse_queue_events": 5})
+    api = Api(port)
+    api.login()
+    stuck = websocket.create_connection(f"ws://127.0.0.1:{port}/ws/{api.token}", timeout=30,
+                                        sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
+    try:
+        stuck.send("websocket client ready")
+        time.sleep(0.5)
+        # events the stuck client never reads: it is dropped, everyone else goes on
+        # (more than the kernel buffers: loopback send buffers grow to 4 MB)
+        for i in range(400):
+            t0 = time.monotonic()
+            st, _ = api.json("POST", f"/hook/flood/{i}", {"pad": "x" * 20000})
+            assert st == 200 and time.monotonic() - t0 < 5
+        logf = Path(m.opts["log_file"])
+        wait_for(lambda: "dropped: it let 5 events queue up" in m.log_text() + (
+            logf.read_text(errors="replace") if logf.exists() else ""), 30, "the slow /ws client dropped")
+        ok = websocket.create_connection(f"ws://127.0.0.1:{port}/ws/{api.token}", timeout=30)
+        ok.send("websocket client ready")
+        assert ok.recv() == "server received message"
+        api.json("POST", "/hook/after", {"x": 1})
+        ws_frames(ok, lambda f: json.loads(f[6:])["tag"] == "salt/netapi/hook/after")
+        ok.close()
+    finally:
+        stuck.close()
 
 
 def test_logout_revokes(lab):

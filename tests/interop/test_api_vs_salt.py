@@ -5,7 +5,7 @@ built-in API; the same `file` eauth users, the same netapi_enable_clients, one r
 salt-minion (id r1) under each. The same requests go to both; the reply shapes (keys,
 types, values where they are not per-run) and the status codes must agree: /login,
 POST / local and local_async, wheel key.list_all, runner manage.up, /keys, /keys/<id>,
-/jobs, /jobs/<jid>, /minions/<id>, and the refusals salt-api answers the same way.
+/jobs, /jobs/<jid>, /minions/<id>, local_subset, and the refusals salt-api answers the same way.
 """
 from __future__ import annotations
 
@@ -167,6 +167,17 @@ def test_api_differential(env):
         assert (rb_.json("POST", "/", denied)[0], sb_.json("POST", "/", denied)[0]) == (401, 401)
         allowed = [{"client": "local", "tgt": "r1", "fun": "test.ping"}]
         assert rb_.json("POST", "/", allowed) == sb_.json("POST", "/", allowed) == (200, {"return": [{"r1": True}]})
+        # local_subset: bob may not run sys.list_functions, which cmd_subset publishes first
+        subset = [{"client": "local_subset", "tgt": "*", "fun": "test.ping", "subset": 1}]
+        assert (rb_.json("POST", "/", subset)[0], sb_.json("POST", "/", subset)[0]) == (401, 401)
+        # local_subset for alice: the one minion that has the function; none has no_such.fun
+        (rs, rb), (ss, sb) = both("POST", "/", subset)
+        assert (rs, rb) == (ss, sb) == (200, {"return": [{"r1": True}]})
+        (rs, rb), (ss, sb) = both("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "test.echo",
+                                                 "arg": ["x"], "sub": 2}])
+        assert (rs, rb) == (ss, sb) == (200, {"return": [{"r1": "x"}]})
+        (rs, rb), (ss, sb) = both("POST", "/", [{"client": "local_subset", "tgt": "*", "fun": "no_such.fun"}])
+        assert (rs, rb) == (ss, sb) == (200, {"return": [{}]}), (rb, sb)
     finally:
         if real_api:
             real_api.kill()

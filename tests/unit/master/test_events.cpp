@@ -12,6 +12,7 @@
 #include "core/util/files.hpp"
 #include "master/cluster_node.hpp"
 #include "master/event_hub.hpp"
+#include "core_fixture.hpp"
 #include "test_util.hpp"
 
 namespace sylvite::test {
@@ -20,47 +21,15 @@ namespace {
 namespace fs = std::filesystem;
 using wire::value;
 
-const std::string kNonce = "0123456789abcdef0123456789abcdef";
-
-class null_renderer final : public render::renderer {
- public:
-  render::outcome render(const render::request&) override {
-    render::outcome o;
-    o.st = render::outcome::status::ok;
-    o.data = value::object();
-    return o;
-  }
-};
-
-struct EventFixture : ::testing::Test {
-  temp_dir tmp;
-  std::unique_ptr<master::master_core> core;
-  fake_sink sink;
-  fake_minion m1{"m1", cached_key(1)};
+// The request fixture with a renderer that renders nothing, recording every hub event.
+struct EventFixture : master_core_test {
   std::vector<std::pair<std::string, value>> seen;
 
+  std::unique_ptr<render::renderer> make_renderer() override { return std::make_unique<null_renderer>(); }
   void SetUp() override {
-    auto cfg = make_config(tmp.path);
-    customize(cfg);
-    auto c = master::master_core::create(cfg);
-    ASSERT_TRUE(c) << c.error().message();
-    core = std::move(*c);
-    core->set_renderer(std::make_unique<null_renderer>());
-    core->set_pub_sink(&sink);
+    master_core_test::SetUp();
+    if (HasFatalFailure()) return;
     core->hub().subscribe_all([this](const std::string& tag, const value& d) { seen.emplace_back(tag, d); });
-  }
-  virtual void customize(config::master_config&) {}
-  void login(fake_minion& fm) {
-    accept_key(*core, fm);
-    auto reply = core->handle_request(fm.auth_body(fm.auth_load(kNonce)), "test");
-    auto r = fm.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false);
-    ASSERT_TRUE(r) << reply.dump();
-  }
-  value call(fake_minion& fm, value load) {
-    auto reply = core->handle_request(fm.aes_body(std::move(load), kNonce, fm.session), "test");
-    auto r = fm.open_reply(reply, kNonce, fm.session);
-    EXPECT_TRUE(r) << reply.dump();
-    return r ? *r : value("<undecryptable>");
   }
   std::vector<std::pair<std::string, value>> with_prefix(const std::string& p) const {
     std::vector<std::pair<std::string, value>> out;

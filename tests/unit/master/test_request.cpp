@@ -11,6 +11,7 @@
 #include "core/wire/msgpack.hpp"
 #include "core/config/config.hpp"
 #include "core/render/render.hpp"
+#include "core_fixture.hpp"
 #include "test_util.hpp"
 
 namespace sylvite::test {
@@ -19,62 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using wire::value;
 
-const std::string kNonce = "0123456789abcdef0123456789abcdef";
-
-// The pillar compiler's renderer in these tests: YAML only, no sylvite-render worker.
-class yaml_renderer final : public render::renderer {
- public:
-  render::outcome render(const render::request& r) override {
-    render::outcome o;
-    auto text = util::read_file(r.path);
-    if (!text) {
-      o.st = render::outcome::status::render_error;
-      o.error = "unreadable";
-      return o;
-    }
-    auto v = config::parse_yaml(*text);
-    if (!v) {
-      o.st = render::outcome::status::render_error;
-      o.error = v.error();
-      return o;
-    }
-    o.st = render::outcome::status::ok;
-    o.data = v->is_null() ? value::object() : std::move(*v);
-    return o;
-  }
-};
-
-struct CoreFixture : ::testing::Test {
-  temp_dir tmp;
-  std::unique_ptr<master::master_core> core;
-  fake_sink sink;
-  fake_minion m1{"m1", cached_key(1)};
-
-  void SetUp() override {
-    auto cfg = make_config(tmp.path);
-    customize(cfg);
-    auto c = master::master_core::create(cfg);
-    ASSERT_TRUE(c) << c.error().message();
-    core = std::move(*c);
-    core->set_renderer(std::make_unique<yaml_renderer>());  // no sylvite-render worker in unit tests
-    core->set_pub_sink(&sink);
-  }
-  virtual void customize(config::master_config&) {}
-
-  // Accept m1 and authenticate it so it has a session key.
-  void login(fake_minion& fm) {
-    accept_key(*core, fm);
-    auto reply = core->handle_request(fm.auth_body(fm.auth_load(kNonce)), "test");
-    auto r = fm.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false);
-    ASSERT_TRUE(r) << reply.dump();
-  }
-  value call(fake_minion& fm, value load, const std::string& nonce = kNonce) {
-    auto reply = core->handle_request(fm.aes_body(std::move(load), nonce, fm.session), "test");
-    auto r = fm.open_reply(reply, nonce, fm.session);
-    EXPECT_TRUE(r) << reply.dump();
-    return r ? *r : value("<undecryptable>");
-  }
-};
+struct CoreFixture : master_core_test {};
 
 TEST_F(CoreFixture, auth_then_aes_request_roundtrip) {
   login(m1);

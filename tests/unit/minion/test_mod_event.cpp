@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "minion/modules.hpp"
+#include "module_fixture.hpp"
 
 namespace mn = sylvite::minion;
 namespace wire = sylvite::wire;
@@ -11,23 +12,13 @@ using wire::value;
 
 namespace {
 
-struct capture_link : mn::master_link {
-  std::vector<value> sent;
-  sylvite::result<value> send(value load, std::chrono::milliseconds, int) override {
-    sent.push_back(std::move(load));
-    return value(nullptr);
-  }
-  sylvite::result<value> fetch_pillar() override { return value::object(); }
-};
+using sylvite::test::kw;
 
-struct fixture {
-  sylvite::config::minion_config cfg;
+struct fixture : sylvite::test::module_fixture {
   mn::running_jobs running;
-  mn::call_context ctx;
-  capture_link link;
+  sylvite::test::recording_master link;
   fixture(bool salt_call) {
-    cfg.id = "m1";
-    ctx.cfg = &cfg;
+    link.answer = nullptr;
     ctx.grains = std::make_shared<const value>(value{{"id", "m1"}, {"os", "Debian"}});
     ctx.pillar = std::make_shared<const value>(value{{"color", "blue"}, {"secret", "s"}});
     ctx.running = &running;
@@ -36,16 +27,7 @@ struct fixture {
     if (salt_call) ctx.pub = {{"fun", "event.send"}, {"pid", 1}, {"jid", ctx.jid}, {"tgt", "salt-call"}};
     else ctx.pub = {{"fun", "event.send"}, {"jid", ctx.jid}, {"tgt", "*"}, {"arg", value::array()}};
   }
-  mn::exec_outcome call(const std::string& fun, value args) {
-    return mn::module_registry::builtin().call(fun, args, ctx);
-  }
 };
-
-value kw(value m) {
-  value k = {{"__kwarg__", true}};
-  for (auto& [key, v] : m.items()) k[key] = v;
-  return k;
-}
 
 std::vector<std::string> keys(const value& m) {
   std::vector<std::string> out;

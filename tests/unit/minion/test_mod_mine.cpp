@@ -8,6 +8,7 @@
 
 #include "core/config/config.hpp"
 #include "minion/modules.hpp"
+#include "module_fixture.hpp"
 
 namespace mn = sylvite::minion;
 namespace wire = sylvite::wire;
@@ -15,49 +16,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class fake_master : public mn::master_link {
- public:
-  std::vector<wire::value> sent;
-  wire::value answer = true;
-  bool fail = false;
-  sylvite::result<wire::value> send(wire::value load, std::chrono::milliseconds, int) override {
-    sent.push_back(load);
-    if (fail) return sylvite::util::make_error_code(sylvite::util::errc::io_error);
-    return answer;
-  }
-  sylvite::result<wire::value> fetch_pillar() override { return wire::value::object(); }
-};
+using sylvite::test::kw;
 
-struct fixture {
-  sylvite::config::minion_config cfg;
-  fake_master master;
-  mn::call_context ctx;
+struct fixture : sylvite::test::module_fixture {
+  sylvite::test::recording_master master;
   fs::path dir;
   explicit fixture(wire::value mine_functions = nullptr, wire::value pillar = wire::value::object()) {
     dir = fs::temp_directory_path() / ("sylvite-modmine-" + std::to_string(::getpid()) + "-" +
                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir);
-    cfg.id = "m1";
     cfg.cachedir = dir;
     cfg.raw = wire::value::object();
     if (!mine_functions.is_null()) cfg.raw["mine_functions"] = mine_functions;
-    ctx.cfg = &cfg;
     ctx.grains = std::make_shared<const wire::value>(wire::value{{"id", "m1"}, {"os", "Debian"}});
     ctx.pillar = std::make_shared<const wire::value>(std::move(pillar));
     ctx.master = &master;
     ctx.pub = {{"fun", "mine.update"}, {"jid", "1"}};
   }
   ~fixture() { fs::remove_all(dir); }
-  mn::exec_outcome call(const std::string& fun, wire::value args = wire::value::array()) {
-    return mn::module_registry::builtin().call(fun, args, ctx);
-  }
 };
-
-wire::value kw(wire::value m) {
-  wire::value k = {{"__kwarg__", true}};
-  for (auto& [key, v] : m.items()) k[key] = v;
-  return k;
-}
 
 }  // namespace
 

@@ -7,19 +7,18 @@
 #include "minion/grains.hpp"
 #include "minion/modules.hpp"
 #include "minion/process.hpp"
+#include "module_fixture.hpp"
 
 namespace mn = sylvite::minion;
 namespace wire = sylvite::wire;
 
 namespace {
 
-struct fixture {
-  sylvite::config::minion_config cfg;
+using sylvite::test::kw;
+
+struct fixture : sylvite::test::module_fixture {
   mn::running_jobs running;
-  mn::call_context ctx;
   fixture() {
-    cfg.id = "m1";
-    ctx.cfg = &cfg;
     ctx.grains = std::make_shared<const wire::value>(wire::value{
         {"id", "m1"}, {"os", "Debian"}, {"ipv4", {"127.0.0.1", "10.0.0.1"}}, {"a", {{"b", {{"c", 3}}}}},
         {"lst", wire::value::array({wire::value{{"k", "v"}}})}});
@@ -29,16 +28,7 @@ struct fixture {
     ctx.local = true;
     ctx.pub = {{"fun", "x"}, {"jid", ctx.jid}, {"tgt", "*"}, {"arg", wire::value::array()}};
   }
-  mn::exec_outcome call(const std::string& fun, wire::value args = wire::value::array()) {
-    return mn::module_registry::builtin().call(fun, args, ctx);
-  }
 };
-
-wire::value kw(wire::value m) {
-  wire::value k = {{"__kwarg__", true}};
-  for (auto& [key, v] : m.items()) k[key] = v;
-  return k;
-}
 
 }  // namespace
 

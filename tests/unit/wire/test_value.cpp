@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/wire/function_list.hpp"
+#include "core/wire/parse_int.hpp"
 #include "core/wire/value.hpp"
 #include "wire_test_util.hpp"
 
@@ -177,6 +178,20 @@ TEST(WireValue, FunctionList) {
   EXPECT_TRUE(list->keyed);
   EXPECT_FALSE(function_list(value(42)));
   EXPECT_FALSE(function_list(value::object()));
+}
+
+TEST(WireValue, ParseInt) {
+  EXPECT_EQ(parse_int(value(7)), 7);
+  EXPECT_EQ(parse_int(value(-7)), -7);
+  EXPECT_EQ(parse_int(value("42")), 42);
+  EXPECT_EQ(parse_int(make_bin("-3")), -3);
+  EXPECT_EQ(parse_int(value(" 5")), 5);
+  EXPECT_FALSE(parse_int(value("5 ")).has_value());
+  EXPECT_FALSE(parse_int(value("0x10")).has_value());
+  EXPECT_FALSE(parse_int(value("99999999999999999999")).has_value());
+  EXPECT_FALSE(parse_int(value(1.5)).has_value());
+  EXPECT_FALSE(parse_int(value(true)).has_value());
+  EXPECT_FALSE(parse_int(value()).has_value());
 }
 
 }  // namespace
