@@ -628,7 +628,8 @@ chunk_result master_group::run_everywhere(const value& chunk, const std::string&
   const std::string client = text_of(wire::find(chunk, "client"));
   const std::string fun = text_of(wire::find(chunk, "fun"));
   std::vector<std::optional<value>> rb(members_.size(), value{{"chunk", chunk}, {"user", user}});
-  auto runs = fan_out("/group/v1/run", rb, std::chrono::seconds(120), [this](const value& q) { return local_run(q); });
+  // Quick calls (key files, job cache, presence): a member gets `timeout` to answer.
+  auto runs = fan_out("/group/v1/run", rb, std::chrono::seconds(0), [this](const value& q) { return local_run(q); });
   // This member's answer first (its shape, its errors), then the others' merged in.
   const value& mine = runs[self_].body;
   const int st = wire::find(mine, "status") && mine["status"].is_number() ? mine["status"].get<int>() : 500;
@@ -709,7 +710,9 @@ chunk_result master_group::group_minions(const value& chunk, const std::string& 
   std::vector<std::optional<value>> vb(members_.size(), value::object());
   auto views = fan_out("/group/v1/view", vb, std::chrono::seconds(0), [this](const value& q) { return local_view(q); });
   std::vector<std::optional<value>> rb(members_.size(), value{{"chunk", chunk}, {"user", user}});
-  auto runs = fan_out("/group/v1/run", rb, std::chrono::seconds(60), [this](const value& q) { return local_run(q); });
+  for (std::size_t i = 0; i < members_.size(); ++i)
+    if (!views[i].ok) rb[i].reset();  // not asked twice: one timeout per dead member
+  auto runs = fan_out("/group/v1/run", rb, std::chrono::seconds(0), [this](const value& q) { return local_run(q); });
   value out = value::object();
   auto entry = [&](const std::string& id) -> value& {
     if (!out.contains(id))
