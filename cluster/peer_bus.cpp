@@ -1028,6 +1028,7 @@ awaitable<void> join_co(join_run* run) {
       for (const auto& [id, a] : ident->addrs)
         if (id != s.id) s.member_addrs->push_back(a);
     }
+    if (s.joined_via) *s.joined_via = dr->from;
     spdlog::info("joined cluster {} through {} ({}): {} members", s.cluster_id, dr->from, addr, ident->peers.size());
     run->out = true;
     co_return;

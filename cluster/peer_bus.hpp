@@ -78,6 +78,8 @@ struct join_settings {
   // Filled on success: the bus addresses of the other members ("host:port"), for
   // bus_settings::peers, so the new master links to all of them at once.
   std::vector<std::string>* member_addrs = nullptr;
+  // Filled on success: the id of the member it joined through (cluster.peers "join").
+  std::string* joined_via = nullptr;
 };
 // true: joined (files installed); false: no peer was a reachable member; error: refused
 // (the reason is logged and in `why`), nothing installed.

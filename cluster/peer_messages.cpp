@@ -95,6 +95,15 @@ value body_of(const msg::event& m) {
   if (m.eid) b["eid"] = *m.eid;
   return b;
 }
+value body_of(const msg::presence& m) {
+  value mins = value::object();
+  for (const auto& i : m.minions) mins[i.id] = value::array({value(i.connected), value(i.last_ms)});
+  value b = value::object();
+  b["full"] = m.full;
+  b["minions"] = std::move(mins);
+  if (m.aes) b["aes"] = *m.aes;
+  return b;
+}
 
 // ---- decode helpers: each returns false with the reason in why -------------------------------
 struct reader {
@@ -229,6 +238,21 @@ bool read(reader& r, msg::event& m) {
   if (!d) return r.fail("no data");
   if (!d->is_object()) return r.fail("data is not a map");
   m.data = *d;
+  return true;
+}
+bool read(reader& r, msg::presence& m) {
+  if (!r.opt_bool("full", m.full) || !r.opt_text("aes", m.aes)) return false;
+  if (m.aes && m.aes->size() > 128) return r.fail("aes longer than 128 bytes");
+  const value* mins = wire::find(r.body, "minions");
+  if (!mins) return r.fail("no minions");
+  if (!mins->is_object()) return r.fail("minions is not a map");
+  for (auto it = mins->begin(); it != mins->end(); ++it) {
+    if (!pki::valid_id(it.key())) return r.fail("invalid minion id");
+    const value& e = it.value();
+    if (!e.is_array() || e.size() != 2 || !e[0].is_boolean() || !e[1].is_number_integer())
+      return r.fail("minions[" + it.key() + "] is not [connected, last_ms]");
+    m.minions.push_back({it.key(), e[0].get<bool>(), e[1].get<std::int64_t>()});
+  }
   return true;
 }
 

@@ -14,6 +14,7 @@
 //   join        {id, pub, addr, local: bool}                          membership (the bus)
 //   leave       {id}                                                  membership
 //   event       {tag, data: map, origin: master id, eid?: text}       relay
+//   presence    {full: bool, minions: {id: [connected, last_ms]}, aes?: text}  relay
 // Relay messages are memory-only and run at once on the bus thread; control messages read
 // or write the shared file system (which can stall) and run on one control thread, in
 // arrival order; membership messages are handled by the bus itself.
@@ -113,13 +114,29 @@ struct event {
   std::string origin;
   std::optional<std::string> eid;
 };
+// The sender's minions (master/presence.hpp): which hold a publish connection to it and
+// when it last heard from each (ms since the epoch, 0: never); full: the whole table
+// (replaces what it said before), else the changes since its last message. aes: the id
+// of the AES key it serves (cluster.peers compares them).
+struct presence_minion {
+  std::string id;  // a valid minion id (checked at decode)
+  bool connected = false;
+  std::int64_t last_ms = 0;
+};
+struct presence {
+  bool full = false;
+  std::vector<presence_minion> minions;
+  std::optional<std::string> aes;
+};
 }  // namespace msg
 
 // Alternatives in peer_kind order.
 using peer_msg = std::variant<msg::publish, msg::ret, msg::aes, msg::aes_rotate, msg::key_event, msg::cluster_key,
-                              msg::key_sync, msg::keys, msg::join, msg::leave, msg::event>;
+                              msg::key_sync, msg::keys, msg::join, msg::leave, msg::event, msg::presence>;
 
-enum class peer_kind : std::uint8_t { publish, ret, aes, aes_rotate, key, cluster_key, key_sync, keys, join, leave, event };
+enum class peer_kind : std::uint8_t {
+  publish, ret, aes, aes_rotate, key, cluster_key, key_sync, keys, join, leave, event, presence
+};
 // Which thread runs a message (see the table at the top).
 enum class peer_lane : std::uint8_t { relay, control, membership };
 
@@ -129,7 +146,7 @@ struct peer_kind_info {
   peer_lane lane;
 };
 // The one place that names each type and says where it runs.
-inline constexpr std::array<peer_kind_info, 11> k_peer_kinds{{
+inline constexpr std::array<peer_kind_info, 12> k_peer_kinds{{
     {peer_kind::publish, "publish", peer_lane::relay},
     {peer_kind::ret, "return", peer_lane::relay},
     {peer_kind::aes, "aes", peer_lane::control},
@@ -141,6 +158,7 @@ inline constexpr std::array<peer_kind_info, 11> k_peer_kinds{{
     {peer_kind::join, "join", peer_lane::membership},
     {peer_kind::leave, "leave", peer_lane::membership},
     {peer_kind::event, "event", peer_lane::relay},
+    {peer_kind::presence, "presence", peer_lane::relay},
 }};
 static_assert(std::variant_size_v<peer_msg> == k_peer_kinds.size());
 constexpr bool peer_kinds_in_order() {

@@ -264,8 +264,8 @@ struct cli_service::cli_state {
 };
 
 cli_service::cli_service(const config::master_config& cfg, master_links& links, event_hub& hub, key_service& keys,
-                         job_service& jobs, cluster_node& cluster)
-    : cfg_(cfg), links_(links), hub_(hub), keys_(&keys), jobs_(&jobs), cluster_(&cluster) {
+                         job_service& jobs, cluster_node& cluster, presence_table& presence)
+    : cfg_(cfg), links_(links), hub_(hub), keys_(&keys), jobs_(&jobs), cluster_(&cluster), presence_(&presence) {
   eauth_ = std::make_unique<api::eauth_service>(
       cfg, [this](const value& tgt, const std::string& tgt_type) { return jobs_->check_minions(tgt, tgt_type); });
   init_cli();
@@ -640,6 +640,9 @@ void cli_service::cli_runner(const value& body, std::shared_ptr<cli_reply> out) 
   ctx.jobs = &jobs_->store();
   ctx.keys = &keys_->store();
   ctx.connected_ids = [this] { return connected_ids(); };
+  // sylvite.minions: this master's connections and last-seen times, and the peers'.
+  ctx.self_id = cfg_.id;
+  ctx.presence = [this] { return presence_->view(cfg_.id, connected_ids(), wall_ms()); };
   ctx.ping_all = [this](std::chrono::seconds t) { return ping_all(t); };
   ctx.collect = [this](const std::string& f, std::chrono::seconds t) { return collect(f, t); };
   ctx.cfg = &cfg_;

@@ -21,6 +21,7 @@
 #include "master/ipc_protocol.hpp"
 #include "master/job_service.hpp"
 #include "master/key_service.hpp"
+#include "master/presence.hpp"
 #include "master/services.hpp"
 
 namespace sylvite::master {
@@ -28,7 +29,7 @@ namespace sylvite::master {
 class cli_service {
  public:
   cli_service(const config::master_config& cfg, master_links& links, event_hub& hub, key_service& keys,
-              job_service& jobs, cluster_node& cluster);
+              job_service& jobs, cluster_node& cluster, presence_table& presence);
   ~cli_service();
   cli_service(const cli_service&) = delete;
   cli_service& operator=(const cli_service&) = delete;
@@ -61,6 +62,7 @@ class cli_service {
   key_service* keys_;
   job_service* jobs_;
   cluster_node* cluster_;
+  presence_table* presence_;  // last seen per minion, the peers' reports (sylvite.minions)
   std::unique_ptr<cli_state> cli_;
   // publisher_acl / publisher_acl_blacklist for the salt CLI (eauth part of issue 19).
   std::unique_ptr<api::eauth_service> eauth_;

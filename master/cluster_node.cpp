@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cluster/cluster_pki.hpp"
+#include "core/crypto/rsa.hpp"
 #include "core/util/files.hpp"
 #include "core/util/rate_limit.hpp"
 #include "cluster/lb_admin.hpp"
@@ -18,9 +19,16 @@ namespace sylvite::master {
 
 using wire::value;
 
-cluster_node::cluster_node(const config::master_config& cfg, master_links& links, key_service& keys, job_service& jobs,
-                           event_hub& hub)
-    : cfg_(cfg), links_(links), keys_(keys), jobs_(jobs), hub_(hub) {
+cluster_node::cluster_node(const config::master_config& cfg, master_links& links, master_counters& counters,
+                           key_service& keys, job_service& jobs, event_hub& hub, presence_table& presence)
+    : cfg_(cfg),
+      links_(links),
+      counters_(counters),
+      keys_(keys),
+      jobs_(jobs),
+      hub_(hub),
+      presence_(presence),
+      started_ms_(wall_ms()) {
   std::random_device rd;
   char b[20];
   std::snprintf(b, sizeof b, "%08x%08x", rd(), rd());
@@ -54,6 +62,10 @@ util::log_limiter peer_refused_log;
 }  // namespace
 
 void cluster_node::handle_peer(const std::string& from, const std::string& type, const value& body) {
+  {
+    std::lock_guard lk(info_mu_);
+    if (heard_ms_.size() < 4096 || heard_ms_.contains(from)) heard_ms_[from] = wall_ms();
+  }
   try {
     std::string why;
     auto m = cluster::decode(type, body, why);
@@ -120,6 +132,71 @@ void cluster_node::route(const std::string& from, const cluster::msg::event& m) 
   hub_.fire(m.tag, m.data, {}, event_hub::origin::peer);
 }
 
+void cluster_node::route(const std::string& from, const cluster::msg::presence& m) {
+  presence_report r;
+  r.reserve(m.minions.size());
+  for (const auto& i : m.minions) r.push_back({i.id, i.connected, i.last_ms});
+  presence_.apply_peer(from, m.full, r, wall_ms());
+  if (m.aes) {
+    std::lock_guard lk(info_mu_);
+    peer_aes_[from] = *m.aes;
+  }
+}
+
+std::string cluster_node::aes_key_id() const {
+  auto k = keys_.aes().current();
+  if (!k) return "";
+  // A hash of the key (never the key): equal on masters serving the same key.
+  return crypto::sha256_hex("sylvite-aes-key-id:" + k->crypt.key_string()).substr(0, 16);
+}
+
+void cluster_node::set_join(std::string state, std::int64_t since_ms) {
+  std::lock_guard lk(info_mu_);
+  join_state_ = std::move(state);
+  join_since_ms_ = since_ms;
+}
+
+void cluster_node::set_joined_via(std::string peer_id) {
+  std::lock_guard lk(info_mu_);
+  joined_via_ = std::move(peer_id);
+}
+
+void cluster_node::presence_sync(std::int64_t now_ms) {
+  if (!cfg_.cluster_id) return;
+  auto* peers = links_.peers.load();
+  if (!peers) return;
+  // A link that came up since the last tick gets the whole table (it may have missed
+  // changes while down), as does everyone every 30 s.
+  std::set<std::string> up;
+  for (const auto& p : peers->status())
+    if (wire::get_text(p, "state").value_or("") == "up")
+      if (auto id = wire::get_text(p, "id"); id && !id->empty()) up.insert(std::string(*id));
+  bool full = false;
+  {
+    std::lock_guard lk(info_mu_);
+    for (const auto& id : up)
+      if (!linked_.contains(id)) full = true;
+    linked_ = up;
+    if (now_ms - last_full_ms_ >= 30'000) full = true;
+    if (full) last_full_ms_ = now_ms;
+  }
+  auto* pub = links_.pub.load();
+  cluster::msg::presence m;
+  m.full = full;
+  m.aes = aes_key_id();
+  presence_report r;
+  if (full) {
+    (void)presence_.take_changes({});  // all of it goes now
+    r = presence_.snapshot(pub ? pub->connected_ids() : std::vector<std::string>{});
+  } else {
+    r = presence_.take_changes([pub](const std::string& id) { return pub && pub->is_connected(id); });
+  }
+  m.minions.reserve(r.size());
+  for (auto& i : r) m.minions.push_back({std::move(i.id), i.connected, i.last_ms});
+  // A delta with nothing in it still says "alive" and which AES key is served.
+  peers->broadcast(m);
+}
+
 value cluster_node::status() const {
   value out = value::object();
   out["id"] = cfg_.id;
@@ -133,6 +210,69 @@ value cluster_node::status() const {
   ev["duplicates"] = events_duplicate_.load();
   ev["fired"] = hub_.fired();
   out["events"] = std::move(ev);
+  const std::int64_t now = wall_ms();
+  // aes_epoch: the AES key this master serves.
+  value epoch = value::object();
+  if (auto k = keys_.aes().current()) {
+    epoch["key_id"] = aes_key_id();
+    epoch["generation"] = k->generation;
+    epoch["since"] = iso_utc_ms(std::chrono::duration_cast<std::chrono::milliseconds>(k->created.time_since_epoch()).count());
+  }
+  out["aes_epoch"] = std::move(epoch);
+  std::map<std::string, std::int64_t> heard;
+  std::map<std::string, std::string> peer_aes;
+  {
+    std::lock_guard lk(info_mu_);
+    value join = value::object();
+    join["state"] = join_state_;
+    join["via"] = joined_via_.empty() ? value(nullptr) : value(joined_via_);
+    join["since"] = join_since_ms_ > 0 ? value(iso_utc_ms(join_since_ms_)) : value(nullptr);
+    out["join"] = std::move(join);
+    heard = heard_ms_;
+    peer_aes = peer_aes_;
+  }
+  // health: this master, then each peer link.
+  value health = value::object();
+  health["started"] = iso_utc_ms(started_ms_);
+  health["uptime_s"] = (now - started_ms_) / 1000;
+  auto* pub = links_.pub.load();
+  health["minions_connected"] = pub ? pub->connected_ids().size() : 0;
+  health["publish_connections"] = pub ? pub->connection_count() : 0;
+  health["minions_seen"] = presence_.size();
+  value counters = value::object();
+  counters["requests"] = counters_.requests.load();
+  counters["refused"] = counters_.refused.load();
+  counters["shed"] = counters_.dropped.load();
+  counters["returns"] = counters_.returns.load();
+  counters["publishes"] = counters_.publishes.load();
+  health["counters"] = std::move(counters);
+  const std::string my_aes = aes_key_id();
+  value links = value::array();
+  bool ok = true;
+  auto link_entry = [&](const std::string& id, const std::string& state) {
+    value l = value::object();
+    l["id"] = id;
+    l["state"] = state;
+    l["up"] = state == "up";
+    auto h = heard.find(id);
+    l["last_heard"] = h == heard.end() ? value(nullptr) : value(iso_utc_ms(h->second));
+    l["heard_ago_s"] = h == heard.end() ? value(nullptr) : value((now - h->second) / 1000);
+    auto a = peer_aes.find(id);
+    l["aes_in_step"] = a == peer_aes.end() ? value(nullptr) : value(a->second == my_aes);
+    if (state != "up" || (a != peer_aes.end() && a->second != my_aes)) ok = false;
+    links.push_back(std::move(l));
+  };
+  std::map<std::string, std::string> states;  // a peer with several links: up if one is
+  for (const auto& p : out["peers"]) {
+    const std::string id(wire::get_text(p, "id").value_or(""));
+    if (id.empty()) continue;
+    auto& st = states[id];
+    if (st != "up") st = std::string(wire::get_text(p, "state").value_or("unknown"));
+  }
+  for (const auto& [id, st] : states) link_entry(id, st);
+  health["links"] = std::move(links);
+  health["status"] = ok ? "ok" : "degraded";
+  out["health"] = std::move(health);
   return out;
 }
 

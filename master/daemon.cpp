@@ -227,8 +227,9 @@ int run_master(const config::master_config& cfg) {
   // Not yet a member with cluster_secret set: join through cluster_peers first.
   master_core::cluster_joiner joiner;
   std::vector<std::string> member_addrs;  // from the join-reply: link to every member at once
+  std::string joined_via;                 // the member it joined through (cluster.peers)
   if (cfg.cluster_id && cfg.cluster_pki_dir) {
-    joiner = [&cfg, &member_addrs](const crypto::rsa_key& own) -> result<bool> {
+    joiner = [&cfg, &member_addrs, &joined_via](const crypto::rsa_key& own) -> result<bool> {
       cluster::join_settings js;
       js.id = cfg.id;
       js.cluster_id = *cfg.cluster_id;
@@ -243,6 +244,7 @@ int run_master(const config::master_config& cfg) {
       js.fingerprint = cfg.cluster_pub_fingerprint.value_or("");
       js.topt.max_frame_size = static_cast<std::size_t>(cfg.max_message_size);
       js.member_addrs = &member_addrs;
+      js.joined_via = &joined_via;
       const auto t0 = std::chrono::steady_clock::now();
       std::string why;
       auto r = cluster::join_cluster(js, why);
@@ -258,6 +260,7 @@ int run_master(const config::master_config& cfg) {
     return 1;
   }
   std::shared_ptr<master_core> core(std::move(*core_r));
+  if (!joined_via.empty()) core->cluster().set_joined_via(joined_via);
 
   const unsigned hw = std::max(2u, std::thread::hardware_concurrency());
   // Bounded: a request that finds request_queue_size waiting is shed (the minion retries),

@@ -36,6 +36,7 @@ master_core::master_core(config::master_config cfg)
     : cfg_(std::move(cfg)),
       mdata_(std::make_unique<minion_data_cache>(cfg_.cachedir, cfg_.minion_data_cache)),
       keys_(std::make_unique<key_service>(cfg_, links_, counters_, hub_, *mdata_)),
+      seen_(std::make_unique<presence_table>(cfg_.cluster_id.has_value())),
       presence_(std::make_unique<presence_state>()) {
   // Salt's options, read from the merged config (types as salt/config: bool, int seconds).
   if (const value* p = wire::find(cfg_.raw, "presence_events"); p && p->is_boolean()) presence_->enabled = p->get<bool>();
@@ -137,7 +138,9 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     return mk.error();
   }
   key_service::loaded_keys loaded;
+  std::string join_state = "standalone";  // cluster.peers "join"
   if (m->clustered()) {
+    join_state = "member";
     // Cluster: this master's own key authenticates it to its peers (peers/<id>.pub);
     // minions only ever see the cluster key pair and the cluster AES key.
     const fs::path cdir = *m->cfg_.cluster_pki_dir;
@@ -156,6 +159,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       // "Joining and leaving"). A refusal stops the start; no reachable member means a new
       // cluster (bootstrap) unless cluster_pub_fingerprint says the cluster key exists.
       auto jr = join(loaded.own.priv());
+      if (jr && *jr) join_state = "joined";
       if (!jr) {
         spdlog::critical("cannot join cluster {}: refused (see above); not starting", *m->cfg_.cluster_id);
         return jr.error();
@@ -189,6 +193,7 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       spdlog::critical("cannot load or create the cluster key pair in {}: {}", cdir.string(), ck.error().message());
       return ck.error();
     }
+    if (ck->created && join_state == "member") join_state = "founder";  // it made the cluster key
     loaded.mkeys = std::make_shared<const master_keys>(master_keys::from_key(std::move(ck->priv)));
     loaded.local_copy = cluster::is_local_copy(cdir);
     if (loaded.local_copy)
@@ -287,7 +292,9 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
   }
   m->router_ = std::make_unique<request_router>(m->cfg_, m->links_, m->counters_, m->hub_, *m->keys_, *m->jobs_,
                                                 *m->mdata_, *m->files_, *m->pillar_, *m->mine_);
-  m->cluster_ = std::make_unique<cluster_node>(m->cfg_, m->links_, *m->keys_, *m->jobs_, m->hub_);
+  m->cluster_ = std::make_unique<cluster_node>(m->cfg_, m->links_, m->counters_, *m->keys_, *m->jobs_, m->hub_,
+                                               *m->seen_);
+  m->cluster_->set_join(join_state, wall_ms());
   if (m->cfg_.ping_on_rotate) {
     m->keys_->on_rotated([core = m.get()] {
       publish_request req;
@@ -296,7 +303,8 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
       (void)core->jobs_->publish(req);
     });
   }
-  m->cli_ = std::make_unique<cli_service>(m->cfg_, m->links_, m->hub_, *m->keys_, *m->jobs_, *m->cluster_);
+  m->cli_ = std::make_unique<cli_service>(m->cfg_, m->links_, m->hub_, *m->keys_, *m->jobs_, *m->cluster_,
+                                          *m->seen_);
   {
     // The reactor (reactor.hpp): publishes through the job service, runners through the CLI
     // service (salt-run's path), wheel.key.* on the key directories + key events.
@@ -323,8 +331,20 @@ std::vector<std::string> master_core::connected_ids() const {
   return sink ? sink->connected_ids() : std::vector<std::string>{};
 }
 
+value master_core::handle_request(const value& body, const std::string& peer, bool* authenticated,
+                                  std::string* minion_id) {
+  bool auth = false;
+  std::string who;
+  value r = router_->handle(body, peer, &auth, &who);
+  if (auth && !who.empty()) seen_->seen(who, wall_ms());
+  if (authenticated) *authenticated = auth;
+  if (minion_id) *minion_id = who;
+  return r;
+}
+
 void master_core::on_presence(const std::string& id, bool connected) {
   spdlog::debug("presence: {} {}", id, connected ? "connected" : "disconnected");
+  seen_->seen(id, wall_ms());
   if (!presence_ || !presence_->enabled) return;
   value present = value::array();
   {
@@ -374,6 +394,13 @@ void master_core::shutdown() {
 
 void master_core::maintenance(sys_clock::time_point now) {
   presence_tick(now);
+  // Last-seen entries of keys gone (deleted, rejected) are dropped every 10 minutes.
+  if (now - last_prune_ >= std::chrono::minutes(10)) {
+    last_prune_ = now;
+    auto ids = keys_->store().list(pki::key_state::accepted);
+    seen_->prune(std::set<std::string>(ids.begin(), ids.end()));
+  }
+  cluster_->presence_sync(wall_ms());
   keys_->maintenance(now);
   jobs_->maintenance(now);
 }

@@ -42,6 +42,7 @@
 #include "master/mine.hpp"
 #include "master/pg_events.hpp"
 #include "master/pillar.hpp"
+#include "master/presence.hpp"
 #include "master/reactor.hpp"
 #include "master/cli_service.hpp"
 #include "master/cluster_node.hpp"
@@ -84,10 +85,9 @@ class master_core {
   // ---- request port (blocking work: call from the worker pool): request_router::handle
   // minion_id: set to the requester's id when authenticated (the ZeroMQ port learns which
   // address a minion uses from it).
+  // An authenticated request also stamps the minion's last-seen time (presence.hpp).
   wire::value handle_request(const wire::value& body, const std::string& peer, bool* authenticated = nullptr,
-                             std::string* minion_id = nullptr) {
-    return router_->handle(body, peer, authenticated, minion_id);
-  }
+                             std::string* minion_id = nullptr);
 
   // ---- publish port (io thread): key_service::identify_hello. This form may read the
   // accepted key file (tests, tools).
@@ -104,7 +104,10 @@ class master_core {
   // {present} at once (Salt 3008's TCP publish server), and every loop_interval (default
   // 60 s) from maintenance(): present, and change when the set moved (Salt's
   // Maintenance.handle_presence).
+  // Either way the minion's last-seen time is stamped (salt-run sylvite.minions).
   void on_presence(const std::string& id, bool connected);
+  // Per-minion last seen here and the peers' reports (salt-run sylvite.minions).
+  presence_table& presence() noexcept { return *seen_; }
 
   // ---- jobs (blocking disk work): job_service
   publish_result publish(const publish_request& req) { return jobs_->publish(req); }
@@ -172,6 +175,8 @@ class master_core {
   std::unique_ptr<render::renderer> renderer_;  // a forwarder to the current renderer
   std::unique_ptr<pillar_compiler> pillar_;
   std::unique_ptr<mine_store> mine_;
+  std::unique_ptr<presence_table> seen_;  // before the services that read it
+  sys_clock::time_point last_prune_{};
   std::unique_ptr<request_router> router_;
   std::unique_ptr<cluster_node> cluster_;
   std::unique_ptr<cli_service> cli_;

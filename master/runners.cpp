@@ -897,6 +897,56 @@ runner_outcome saltutil_runner(const runner_context& ctx, const std::string& fun
   return o;
 }
 
+// sylvite.minions (runners.hpp).
+runner_outcome sylvite_minions(const runner_context& ctx, const call_args& a) {
+  runner_outcome o;
+  std::map<std::string, minion_presence> view;
+  if (ctx.presence) {
+    view = ctx.presence();
+  } else if (ctx.connected_ids) {
+    for (const auto& id : ctx.connected_ids()) view[id].masters.push_back(ctx.self_id);
+  }
+  const auto subset = subset_of(a);
+  std::set<std::string> accepted;
+  if (ctx.keys)
+    for (auto& id : ctx.keys->list(pki::key_state::accepted)) accepted.insert(std::move(id));
+  std::set<std::string> ids = accepted;
+  for (const auto& [id, m] : view)
+    if (!m.masters.empty()) ids.insert(id);
+  auto key_of = [&](const std::string& id) -> std::string {
+    if (accepted.contains(id)) return "accepted";
+    if (!ctx.keys) return "none";
+    static const std::pair<pki::key_state, const char*> others[] = {
+        {pki::key_state::pending, "pending"}, {pki::key_state::rejected, "rejected"}, {pki::key_state::denied, "denied"}};
+    for (const auto& [st, name] : others) {
+      auto l = ctx.keys->list(st);
+      if (std::binary_search(l.begin(), l.end(), id)) return name;
+    }
+    return "none";
+  };
+  wire::value out = wire::value::object();
+  for (const auto& id : ids) {
+    if (subset && !subset->contains(id)) continue;
+    wire::value e = wire::value::object();
+    e["key"] = key_of(id);
+    auto it = view.find(id);
+    const minion_presence none;
+    const minion_presence& m = it == view.end() ? none : it->second;
+    e["connected"] = !m.masters.empty();
+    if (m.masters.empty())
+      e["master"] = nullptr;
+    else if (std::find(m.masters.begin(), m.masters.end(), ctx.self_id) != m.masters.end())
+      e["master"] = ctx.self_id;
+    else
+      e["master"] = m.masters.front();
+    e["masters"] = wire::value(m.masters);
+    e["last_seen"] = m.last_ms > 0 ? wire::value(iso_utc_ms(m.last_ms)) : wire::value(nullptr);
+    out[id] = std::move(e);
+  }
+  o.ret = std::move(out);
+  return o;
+}
+
 const std::map<std::string, std::set<std::string>>& known() {
   static const std::map<std::string, std::set<std::string>> k = {
       {"jobs.active", {"display_progress"}},
@@ -930,6 +980,7 @@ const std::map<std::string, std::set<std::string>>& known() {
       {"manage.present", {"subset", "show_ip"}},
       {"manage.status", {"output", "tgt", "tgt_type", "timeout", "gather_job_timeout"}},
       {"manage.up", {"tgt", "tgt_type", "timeout", "gather_job_timeout"}},
+      {"sylvite.minions", {"subset"}},
   };
   return k;
 }
@@ -982,6 +1033,7 @@ runner_outcome run_runner(const runner_context& ctx, const std::string& fun, con
       return o;
     }
     if (fun == "jobs.list_jobs") return jobs_list_jobs(ctx, a);
+    if (fun == "sylvite.minions") return sylvite_minions(ctx, a);
     if (fun == "jobs.lookup_jid") return jobs_lookup_jid(ctx, a);
     if (fun == "jobs.print_job") return jobs_print_job(ctx, a);
     if (fun == "manage.status") {

@@ -27,6 +27,17 @@
 //   manage.status [tgt] [tgt_type] [timeout=] -> {"up": [...], "down": [...]} (sorted)
 //   manage.up / manage.down -> sorted list; manage.present / not_present [subset=]
 //       -> connected ids / accepted ids not connected (sorted)
+// sylvite's own (no Salt counterpart; the web console's minions page reads it):
+//   sylvite.minions [subset=] -> {id: {"key": "accepted", "connected": bool,
+//       "master": id of the master holding its publish connection (this master when it
+//       does, else the first in "masters") or null, "masters": [every master it holds a
+//       publish connection to, sorted], "last_seen": "2026-11-27T20:40:42.123Z" (ISO 8601
+//       UTC: the last time any master heard from it: publish connection identified or
+//       closed, any authenticated request) or null}}
+//       for every accepted key and every connected id ("key" is then its key state:
+//       pending, rejected, denied, or "none"). In a cluster it is cluster-wide: each master
+//       learns the others' connections and last-seen times over the peer bus
+//       (master/presence.hpp), within about 5 s. subset: ids (list or comma text).
 // Errors: retcode 1 and a message string ("Passed invalid arguments: lookup_jid() missing
 // 1 required positional argument: 'jid'."); an unknown runner: "'x.y' is not available."
 // with retcode 0, as salt-run 3008.5 exits.
@@ -43,6 +54,7 @@
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
 #include "master/job_store.hpp"
+#include "master/presence.hpp"
 
 namespace sylvite::master {
 
@@ -65,6 +77,10 @@ struct runner_context {
   // Remote addresses of the established TCP connections to publish_port, loopback
   // replaced by this host's addresses (Salt's local_port_tcp); default reads /proc.
   std::function<std::set<std::string>()> publish_peers;
+  // sylvite.minions: the cluster-wide presence view (presence_table::view); unset: the
+  // connected ids alone, with this master (self_id) holding each, no last-seen times.
+  std::function<std::map<std::string, minion_presence>()> presence;
+  std::string self_id;
 };
 
 struct runner_outcome {

@@ -87,7 +87,8 @@ class Page:
         wait(d, lambda: css(d, "#page-minions"), 30, "the minions page after login")
         assert user in css(d, "#who-name")[0].text
 
-    def minions(self, names):
+    def minions(self, names, master=None):
+        """master: the id every minion is expected to be connected to (default: the stack's)."""
         d = self.d
 
         def row_ok(n):
@@ -107,10 +108,19 @@ class Page:
                 if attempt == 2:
                     raise
                 css(d, "#page-minions .refresh")[0].click()
+        if self.stack.backend == "sylvite":
+            # sylvite.minions: the connected master and the master's last-seen time.
+            wait(d, lambda: css(d, '#minions-table[data-source="sylvite.minions"]'), 30, "sylvite.minions' columns")
         for n in names:
             cells = [c.text for c in css(d, f'#minions-table tr[data-minion="{n}"] td')]
             assert cells[3].strip(), f"{n}: no connection shown ({cells})"
             assert "ago" in cells[4], f"{n}: no last seen ({cells})"
+            if self.stack.backend == "sylvite":
+                row = css(d, f'#minions-table tr[data-minion="{n}"]')[0]
+                conn = row.find_elements(By.CSS_SELECTOR, ".conn-master")
+                assert conn and conn[0].get_attribute("data-master") == (master or self.stack.master.name), cells
+                seen = row.find_elements(By.CSS_SELECTOR, "time.last-seen")
+                assert seen and seen[0].get_attribute("datetime").endswith("Z"), cells
 
     def run(self, tgt, fun, args="", tgt_type="glob", batch="", run_async=False, timeout="30"):
         d = self.d

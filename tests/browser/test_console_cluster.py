@@ -1,9 +1,14 @@
 """Issue 19, point 4, the cluster page: a three-master sylvite cluster (tests/e2e/
 clusterlab.py, HAProxy in front of the minions) with the REST API on every master. The
-console of master 2 shows this master, the cluster id and its links to the two other
-masters (up), and its minions page lists a minion whatever master it is connected to.
+console of master 2 shows this master, the cluster id, its links to the two other masters
+(up, last heard, AES key in step), the AES key epoch, the join state and the health; its
+minions page lists a minion with the master it is connected to, whatever master that is
+(salt-run sylvite.minions is cluster-wide).
 """
 from __future__ import annotations
+
+import json
+import time
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -66,7 +71,10 @@ def test_console_cluster_page(cluster, shots_dir):
     try:
         p = Page(d, _ClusterStack(c, m2), shots_dir, "3masters")
         p.login()
-        p.minions(["c1"])
+        held = m2.salt_run("sylvite.minions", "--out", "json")
+        assert held.returncode == 0, held.stdout + held.stderr
+        p.minions(["c1"], master=json.loads(held.stdout)["c1"]["master"])
+        p.shot("minions")
         p.nav("cluster")
         wait(d, lambda: css(d, "#cluster-master"), 30, "the cluster page")
         assert css(d, "#cluster-master")[0].text == "cm2"
@@ -76,7 +84,29 @@ def test_console_cluster_page(cluster, shots_dir):
             rows = {r.get_attribute("data-peer"): r.text for r in css(d, "#peers-table tbody tr")}
             return {"cm1", "cm3"} <= set(rows) and all("up" in rows[k] for k in ("cm1", "cm3"))
         wait(d, peers_up, 30, "links to cm1 and cm3, up")
+        # AES key epoch, join state and health, in labelled fields.
+        assert len(css(d, "#cluster-aes-key-id")[0].text.strip()) == 16
+        assert int(css(d, "#cluster-aes-generation")[0].text) >= 1
+        assert "ago" in css(d, "#cluster-aes-since")[0].text
+        assert css(d, "#cluster-join-state")[0].text in ("founder", "member")
+        assert "ago" in css(d, "#cluster-join-since")[0].text
+        assert "min" in css(d, "#cluster-uptime")[0].text
+        assert css(d, "#cluster-minions-connected")[0].text.isdigit()
+
+        def healthy():
+            # last heard and AES key in step come with the peers' presence messages (5 s)
+            rows = {r.get_attribute("data-peer"): r.text for r in css(d, "#peers-table tbody tr")}
+            if css(d, "#cluster-health-status")[0].text == "ok" and all("in step" in rows.get(k, "") for k in ("cm1", "cm3")):
+                return True
+            css(d, "#page-cluster .refresh")[0].click()
+            time.sleep(2)
+            return False
+        wait(d, healthy, 60, "health ok, AES key in step with cm1 and cm3")
         p.shot("cluster")
+        d.set_window_size(390, 844)
+        p.no_sideways_scroll("cluster at 390 px")
+        p.shot("cluster-phone")
+        d.set_window_size(1280, 860)
         # The same token works through another master (tokens live in the shared cache).
         token = d.execute_script("return JSON.parse(sessionStorage.getItem('sylvite.console.session')).token")
         other = Api(f"http://127.0.0.1:{c.api_ports['cm3']}")

@@ -147,6 +147,8 @@ def test_group_minion_list_through_each_member(lab):
         assert sorted(ret["A"]["masters"]) == ["m1", "m2"] and ret["A"]["connected"] is True, ret
         assert ret["B"]["masters"] == ["m1"] and ret["B"]["master"] == "m1", ret
         assert ret["C"]["masters"] == ["m2"] and ret["C"]["master"] == "m2", ret
+        # last_seen: the latest of the members' own sylvite.minions answers (presence).
+        assert all(ret[n]["last_seen"] for n in ("A", "B", "C")), ret
         present, _ = api.low({"client": "runner", "fun": "manage.present"})
         assert present == ["A", "B", "C"], present
 

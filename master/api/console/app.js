@@ -286,7 +286,7 @@
     const status = el('p', { class: 'muted small', id: 'minions-status' });
     pageHead(c, 'Minions', () => route());
     c.append(status, body);
-    const st = { keys: null, up: null, down: null, present: null, grains: null, master: '', errors: [] };
+    const st = { keys: null, up: null, down: null, present: null, presence: null, grains: null, master: '', errors: [] };
     let alive = true;
 
     function render() {
@@ -306,24 +306,41 @@
         if (label !== 'accepted') state = badge('—', '');
         else if (st.up && st.up.includes(id)) state = badge('up', 'ok');
         else if (st.down && st.down.includes(id)) state = badge('down', 'bad');
-        let conn = '';
-        if (st.present && Object.prototype.hasOwnProperty.call(st.present, id)) {
-          conn = (st.master || 'this master') + (st.present[id] ? ' (' + st.present[id] + ')' : '');
-        } else if (st.present) conn = label === 'accepted' ? 'not connected' : '';
+        // Connected master and last seen: from sylvite.minions (the master's record, cluster
+        // wide), else manage.present and what this browser saw (real salt-api).
+        let conn = '', seenCell = '';
+        const p = st.presence && Object.prototype.hasOwnProperty.call(st.presence, id) ? st.presence[id] : null;
+        if (st.presence) {
+          if (p && p.connected && p.master) {
+            const others = Array.isArray(p.masters) ? p.masters.filter((m) => m !== p.master) : [];
+            conn = el('span', { class: 'conn-master', 'data-master': String(p.master),
+              text: String(p.master) + (others.length ? ' (+' + others.join(', ') + ')' : '') });
+          } else if (label === 'accepted') conn = el('span', { class: 'muted', text: 'not connected' });
+          const t = p && p.last_seen ? Date.parse(p.last_seen) : NaN;
+          if (!Number.isNaN(t)) seenCell = el('time', { class: 'last-seen', datetime: String(p.last_seen), title: String(p.last_seen), text: ago(t) });
+          else if (label === 'accepted') seenCell = el('span', { class: 'muted last-seen', text: 'never' });
+        } else {
+          if (st.present && Object.prototype.hasOwnProperty.call(st.present, id)) {
+            conn = (st.master || 'this master') + (st.present[id] ? ' (' + st.present[id] + ')' : '');
+          } else if (st.present) conn = label === 'accepted' ? 'not connected' : '';
+          if (seen[id]) seenCell = el('span', { title: new Date(seen[id]).toISOString(), text: ago(seen[id]) });
+        }
         const g = st.grains && st.grains[id] && typeof st.grains[id] === 'object' ? st.grains[id] : null;
         const ipv4 = g && Array.isArray(g.ipv4) ? g.ipv4.filter((a) => a !== '127.0.0.1').join(', ') || g.ipv4.join(', ') : '';
         rows.push({
           attrs: { 'data-minion': id },
           cells: [el('a', { class: 'mid', href: '#/minion/' + encodeURIComponent(id), text: id }), badge(label, kind), state, conn,
-            seen[id] ? el('span', { title: new Date(seen[id]).toISOString(), text: ago(seen[id]) }) : '',
-            g ? String(g.os || '') : '', g ? String(g.osrelease || '') : '', ipv4],
+            seenCell, g ? String(g.os || '') : '', g ? String(g.osrelease || '') : '', ipv4],
         });
       }
-      body.append(table(['Minion', 'Key', 'Status', 'Connected to', 'Last seen', 'OS', 'Release', 'IPv4'], rows,
-        { id: 'minions-table' }));
-      body.append(el('p', { class: 'muted small',
-        text: 'Last seen: the last time this browser saw the minion answer (status ping or job return). ' +
-          'Connected to: manage.present (the minions connected to the master this console talks to).' }));
+      body.append(table(['Minion', 'Key', 'Status', 'Connected master', 'Last seen', 'OS', 'Release', 'IPv4'], rows,
+        { id: 'minions-table', 'data-source': st.presence ? 'sylvite.minions' : 'manage.present' }));
+      body.append(el('p', { class: 'muted small', id: 'minions-legend', text: st.presence
+        ? 'Connected master: the master holding the minion\'s publish connection (cluster wide). ' +
+          'Last seen: the last time a master heard from the minion (connection, authentication, return, pillar, mine, event). ' +
+          'From the sylvite.minions runner.'
+        : 'Last seen: the last time this browser saw the minion answer (status ping or job return). ' +
+          'Connected master: manage.present (the minions connected to the master this console talks to).' }));
     }
 
     status.textContent = 'Asking the minions (manage.status)…';
@@ -345,6 +362,10 @@
     runner('cluster.peers').then((r) => {
       if (r && typeof r === 'object' && r.id) { st.master = String(r.id); render(); }
     }).catch(() => { /* not a sylvite cluster: "this master" */ });
+    runner('sylvite.minions').then((r) => {
+      // sylvite's presence record; real salt-api answers "... is not available."
+      if (r && typeof r === 'object' && !Array.isArray(r)) { st.presence = r; render(); }
+    }).catch(() => { /* an older sylvite or salt-api: the fallbacks above */ });
     api('GET', '/minions').then((r) => {
       const g = {};
       for (const part of (r && r.return) || []) if (part && typeof part === 'object') Object.assign(g, part);
@@ -771,21 +792,61 @@
       const dl = el('dl', { class: 'kv' });
       dl.append(el('dt', { text: 'This master' }), el('dd', { id: 'cluster-master', text: String(r.id || '') }));
       dl.append(el('dt', { text: 'Cluster id' }), el('dd', { text: String(r.cluster_id || '') }));
-      // Anything else the runner reports (AES key epoch, join state, health when a master
-      // exposes them), shown as is.
-      for (const k of Object.keys(r)) {
-        if (['id', 'cluster_id', 'peers', 'events'].includes(k)) continue;
-        dl.append(el('dt', { text: k }), el('dd', null, el('pre', { class: 'ret', text: pretty(r[k]) })));
+      const kv = (list, label, id, value, title) => list.append(el('dt', { text: label }),
+        el('dd', { id: id, title: title || null }, value === null || value === undefined || value === '' ? '—' : value));
+      const when = (iso) => {
+        const t = iso ? Date.parse(iso) : NaN;
+        return Number.isNaN(t) ? null : el('time', { datetime: String(iso), title: String(iso), text: `${ago(t)} (${String(iso)})` });
+      };
+      const h = r.health && typeof r.health === 'object' ? r.health : null;
+      if (h) {
+        kv(dl, 'Health', 'cluster-health-status', badge(String(h.status || '?'), h.status === 'ok' ? 'ok' : 'warn'));
+        const up = Number(h.uptime_s);
+        kv(dl, 'Uptime', 'cluster-uptime', Number.isFinite(up) ? `${Math.floor(up / 3600)} h ${Math.floor(up / 60) % 60} min ${up % 60} s` : null,
+          h.started ? 'started ' + String(h.started) : null);
+        kv(dl, 'Minions connected here', 'cluster-minions-connected', String(h.minions_connected ?? ''));
+        if (h.counters && typeof h.counters === 'object')
+          kv(dl, 'Requests', 'cluster-requests', Object.keys(h.counters).map((k) => `${k} ${h.counters[k]}`).join(', '));
       }
       body.append(el('div', { class: 'card' }, el('h2', { text: 'Master' }), dl));
+      if (r.aes_epoch && typeof r.aes_epoch === 'object') {
+        const a = r.aes_epoch, ae = el('dl', { class: 'kv', id: 'cluster-aes' });
+        kv(ae, 'Key id', 'cluster-aes-key-id', a.key_id ? el('code', { text: String(a.key_id) }) : null,
+          'a hash of the AES key this master serves: the same on every master in step');
+        kv(ae, 'Generation', 'cluster-aes-generation', a.generation !== undefined ? String(a.generation) : null,
+          'keys this master has served since it started');
+        kv(ae, 'In use since', 'cluster-aes-since', when(a.since));
+        body.append(el('div', { class: 'card' }, el('h2', { text: 'AES key epoch' }), ae));
+      }
+      if (r.join && typeof r.join === 'object') {
+        const j = r.join, je = el('dl', { class: 'kv', id: 'cluster-join' });
+        kv(je, 'State', 'cluster-join-state', badge(String(j.state || '?'), j.state === 'standalone' ? 'warn' : 'ok'));
+        kv(je, 'Joined through', 'cluster-join-via', j.via ? String(j.via) : null);
+        kv(je, 'Since', 'cluster-join-since', when(j.since));
+        body.append(el('div', { class: 'card' }, el('h2', { text: 'Join' }), je));
+      }
+      // Anything else the runner reports, shown as is.
+      const other = el('dl', { class: 'kv' });
+      for (const k of Object.keys(r)) {
+        if (['id', 'cluster_id', 'peers', 'events', 'aes_epoch', 'join', 'health'].includes(k)) continue;
+        other.append(el('dt', { text: k }), el('dd', null, el('pre', { class: 'ret', text: pretty(r[k]) })));
+      }
+      if (other.childNodes.length) body.append(el('div', { class: 'card' }, el('h2', { text: 'More' }), other));
       const peers = Array.isArray(r.peers) ? r.peers : [];
+      const links = new Map();
+      if (h && Array.isArray(h.links)) for (const l of h.links) if (l && l.id) links.set(String(l.id), l);
       const up = peers.filter((p) => p && p.state === 'up').length;
       body.append(el('div', { class: 'card' }, el('h2', null, 'Peer links ', badge(`${up}/${peers.length} up`, up === peers.length ? 'ok' : 'warn')),
-        peers.length ? table(['Peer', 'Address', 'State', 'Queued', 'Sent', 'Dropped', 'Last error'], peers.map((p) => ({
-          attrs: { 'data-peer': String(p.id || '') },
-          cells: [String(p.id || '?'), String(p.address || ''), badge(String(p.state || ''), p.state === 'up' ? 'ok' : 'warn'),
-            String(p.queued ?? ''), String(p.sent ?? ''), String(p.dropped ?? ''), String(p.last_error || '')],
-        })), { id: 'peers-table' }) : el('p', { class: 'muted', text: 'No peer links.' })));
+        peers.length ? table(['Peer', 'Address', 'State', 'Last heard', 'AES key', 'Queued', 'Sent', 'Dropped', 'Last error'], peers.map((p) => {
+          const l = links.get(String(p.id || '')) || {};
+          const aes = l.aes_in_step === true ? badge('in step', 'ok') : l.aes_in_step === false ? badge('differs', 'bad') : '';
+          return {
+            attrs: { 'data-peer': String(p.id || '') },
+            cells: [String(p.id || '?'), String(p.address || ''), badge(String(p.state || ''), p.state === 'up' ? 'ok' : 'warn'),
+              l.last_heard ? el('time', { class: 'last-heard', datetime: String(l.last_heard), title: String(l.last_heard), text: ago(Date.parse(l.last_heard)) }) : '',
+              aes, String(p.queued ?? ''), String(p.sent ?? ''), String(p.dropped ?? ''), String(p.last_error || '')],
+          };
+        }), { id: 'peers-table' }) : el('p', { class: 'muted', text: 'No peer links.' })));
       if (r.events && typeof r.events === 'object') {
         const ev = el('dl', { class: 'kv' });
         for (const k of Object.keys(r.events)) ev.append(el('dt', { text: k }), el('dd', { text: String(r.events[k]) }));

@@ -74,6 +74,9 @@ std::vector<golden> goldens() {
       // ... eid "b-1"
       {"event eid", msg::event{"a/b", value{{"x", 1}}, "m1", std::string("b-1")}, "event",
        "84a3746167a3612f62a46461746181a17801a66f726967696ea26d31a3656964a3622d31"},
+      // {full: false, minions: {m1: [true, 5]}, aes: "k"}
+      {"presence", msg::presence{false, {{"m1", true, 5}}, std::string("k")}, "presence",
+       "83a466756c6cc2a76d696e696f6e7381a26d3192c305a3616573a16b"},
   };
 }
 }  // namespace
@@ -256,6 +259,7 @@ TEST(PeerMessages, lanes_are_declared_once) {
   EXPECT_EQ(lane_of(peer_kind::join), peer_lane::membership);
   EXPECT_EQ(lane_of(peer_kind::leave), peer_lane::membership);
   EXPECT_EQ(lane_of(peer_kind::event), peer_lane::relay);
+  EXPECT_EQ(lane_of(peer_kind::presence), peer_lane::relay);
   // By wire type, as the daemon routes; an unknown type goes where decode refuses it.
   EXPECT_EQ(lane_of(std::string_view("return")), peer_lane::relay);
   EXPECT_EQ(lane_of(std::string_view("keys")), peer_lane::control);
@@ -268,6 +272,29 @@ TEST(PeerMessages, lanes_are_declared_once) {
   EXPECT_EQ(kind_of(peer_msg(msg::keys{})), peer_kind::keys);
   EXPECT_EQ(kind_of(peer_msg(msg::ret{})), peer_kind::ret);
   EXPECT_FALSE(kind_of(std::string_view("cluster/msg")));
+}
+
+TEST(PeerMessages, presence_refusals) {
+  std::string why;
+  EXPECT_FALSE(decode("presence", value{{"full", true}}, why));
+  EXPECT_EQ(why, "no minions");
+  EXPECT_FALSE(decode("presence", value{{"minions", value::array()}}, why));
+  EXPECT_EQ(why, "minions is not a map");
+  EXPECT_FALSE(decode("presence", value{{"minions", value{{"../x", value::array({true, 1})}}}}, why));
+  EXPECT_EQ(why, "invalid minion id");
+  EXPECT_FALSE(decode("presence", value{{"minions", value{{"m1", value::array({true})}}}}, why));
+  EXPECT_EQ(why, "minions[m1] is not [connected, last_ms]");
+  EXPECT_FALSE(decode("presence", value{{"minions", value{{"m1", value::array({1, 1})}}}}, why));
+  EXPECT_FALSE(decode("presence", value{{"minions", value::object()}, {"aes", std::string(200, 'a')}}, why));
+  auto d = decode("presence", value{{"minions", value{{"m1", value::array({false, 7})}}}}, why);
+  ASSERT_TRUE(d) << why;
+  const auto& p = std::get<msg::presence>(*d);
+  EXPECT_FALSE(p.full);
+  ASSERT_EQ(p.minions.size(), 1u);
+  EXPECT_EQ(p.minions[0].id, "m1");
+  EXPECT_FALSE(p.minions[0].connected);
+  EXPECT_EQ(p.minions[0].last_ms, 7);
+  EXPECT_FALSE(p.aes);
 }
 
 TEST(PeerMessages, event_refusals) {

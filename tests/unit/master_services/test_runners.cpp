@@ -395,3 +395,46 @@ TEST(Runners, SaltutilSync) {
             wire::value::array());
   EXPECT_EQ(master::run_runner(fx.ctx, "saltutil.sync_runners", args(), no_kw).ret, wire::value::array());
 }
+
+// sylvite.minions: every accepted key plus connected ids, connected master and last seen.
+TEST(Runners, SylviteMinions) {
+  fixture f;
+  f.ctx.self_id = "a";
+  // Without a presence view: the connected ids, held by this master, no times.
+  auto o = master::run_runner(f.ctx, "sylvite.minions", wire::value::array(), no_kw);
+  ASSERT_EQ(o.retcode, 0);
+  ASSERT_EQ(o.ret.size(), 4u);
+  EXPECT_EQ(o.ret["m1"]["key"], "accepted");
+  EXPECT_EQ(o.ret["m1"]["connected"], true);
+  EXPECT_EQ(o.ret["m1"]["master"], "a");
+  EXPECT_TRUE(o.ret["m1"]["last_seen"].is_null());
+  EXPECT_EQ(o.ret["m3"]["connected"], false);
+  EXPECT_TRUE(o.ret["m3"]["master"].is_null());
+  EXPECT_EQ(o.ret["m3"]["masters"], wire::value::array());
+
+  std::map<std::string, master::minion_presence> view;
+  view["m1"] = {{"a", "b"}, 1795811242123};
+  view["m2"] = {{"c"}, 5};
+  view["m4"] = {{}, 1795811242000};
+  view["p1"] = {{"b"}, 0};          // a pending key holding a connection
+  view["ghost"] = {{}, 7};          // neither accepted nor connected: not listed
+  f.ctx.presence = [&view] { return view; };
+  o = master::run_runner(f.ctx, "sylvite.minions", wire::value::array(), no_kw);
+  ASSERT_EQ(o.retcode, 0);
+  EXPECT_EQ(o.ret.size(), 5u);
+  EXPECT_FALSE(o.ret.contains("ghost"));
+  EXPECT_EQ(o.ret["m1"]["master"], "a");  // this master first when it holds one
+  EXPECT_EQ(o.ret["m1"]["masters"], wire::value::array({"a", "b"}));
+  EXPECT_EQ(o.ret["m1"]["last_seen"], "2026-11-27T20:27:22.123Z");
+  EXPECT_EQ(o.ret["m2"]["master"], "c");
+  EXPECT_EQ(o.ret["m4"]["connected"], false);
+  EXPECT_EQ(o.ret["m4"]["last_seen"], "2026-11-27T20:27:22.000Z");
+  EXPECT_EQ(o.ret["p1"]["key"], "pending");
+  EXPECT_EQ(o.ret["p1"]["connected"], true);
+
+  o = master::run_runner(f.ctx, "sylvite.minions", args("m1,m3"), no_kw);
+  EXPECT_EQ(o.ret.size(), 2u);
+  o = master::run_runner(f.ctx, "sylvite.minions", wire::value::array(), wire::value{{"subset", wire::value::array({"m2"})}});
+  EXPECT_EQ(o.ret.size(), 1u);
+  EXPECT_TRUE(o.ret.contains("m2"));
+}
