@@ -29,6 +29,7 @@
 #include "core/transport/zmq.hpp"
 #include "core/util/log.hpp"
 #include "core/util/rate_limit.hpp"
+#include "master/api/api_group.hpp"
 #include "master/api/api_server.hpp"
 #include "master/api/console_assets.hpp"
 #include "master/api/eauth.hpp"
@@ -478,6 +479,7 @@ int run_master(const config::master_config& cfg) {
   // rest_cherrypy block. Its own threads and io_context; lowstate goes through the CLI
   // service, events come from the hub.
   std::unique_ptr<api::eauth_service> eauth;
+  std::unique_ptr<api::master_group> group;  // before rest: the server's workers call it
   std::unique_ptr<api::api_server> rest;
   // A REST API that cannot start stops the master: undo what has started so far.
   auto api_start_failed = [&] {
@@ -519,6 +521,33 @@ int run_master(const config::master_config& cfg) {
                      {"refused", c.refused.load()},   {"dropped", c.dropped.load()}};
       };
       d.hub = &core->hub();
+      // group (issue 19 point 3): a master_group of independent masters seen as one.
+      if (core->cfg().master_group) {
+        api::group_services gs;
+        gs.cfg = &core->cfg();
+        gs.local = d.routes.runner;
+        gs.check_minions = [core](const value& tgt, const std::string& tgt_type) { return core->check_minions(tgt, tgt_type); };
+        gs.connected_ids = [core] { return core->connected_ids(); };
+        gs.accepted_ids = [core] { return core->key_store().list(pki::key_state::accepted); };
+        gs.api_port = static_cast<std::uint16_t>(ao.opts->port);
+        std::string gerr;
+        group = api::master_group::create(std::move(gs), gerr);
+        if (!group) {
+          spdlog::critical("salt-master cannot start: {}", gerr);
+          if (health) health->stop();
+          cli.stop();
+          events_pub.stop();
+          stop_ports();
+          if (bus) bus->stop();
+          return 1;
+        }
+        auto* gp = group.get();
+        d.routes.group_internal = [gp](const api::api_request& rq) { return gp->handle_internal(rq); };
+        d.routes.group_run = [gp](const value& chunk, const std::string& user) { return gp->run(chunk, user); };
+        for (const auto& m : gp->members())
+          if (m.self) spdlog::info("master group {}: {} members, this one is {}", core->cfg().master_group->id,
+                                   gp->members().size(), m.url);
+      }
       rest = std::make_unique<api::api_server>(std::move(d));
       if (auto err = rest->start(); !err.empty()) {
         spdlog::critical("salt-master cannot start the REST API: {}", err);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <set>
 
 #include "core/config/config.hpp"
 #include "core/config/detail.hpp"
@@ -653,6 +654,83 @@ void finish_raw(wire::value& raw, const source& src) {
 
 }  // namespace
 
+// group (issue 19 point 3, part "group"): master_group: {id, secret | secret_file,
+// masters: [REST API base URLs], self (optional), ca_file (optional), timeout (1..300)}.
+// Every bad value refuses the start with the option named.
+std::optional<config_error> read_master_group(const reader& r, master_config& c) {
+  const wire::value* g = r.get("master_group");
+  if (!g || g->is_null()) return std::nullopt;
+  const std::string file = r.file_of("master_group");
+  auto bad = [&](const std::string& key, const std::string& expected, const wire::value& got) {
+    return make_error(file, "master_group" + (key.empty() ? std::string() : "." + key), expected, show(got));
+  };
+  if (!g->is_object()) return bad("", "a map {id, secret or secret_file, masters, ca_file, timeout}", *g);
+  master_config::group_config gc;
+  static const std::set<std::string> known = {"id", "secret", "secret_file", "masters", "self", "ca_file", "timeout"};
+  for (auto it = g->begin(); it != g->end(); ++it)
+    if (!known.contains(it.key())) return bad(it.key(), "no such key (id, secret, secret_file, masters, self, ca_file, timeout)", it.value());
+  auto text = [&](const char* k) -> std::optional<std::string> {
+    auto it = g->find(k);
+    if (it == g->end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  auto id = text("id");
+  if (!id || id->empty()) return bad("id", "a non-empty name", g->contains("id") ? (*g)["id"] : wire::value(nullptr));
+  gc.id = *id;
+  if (g->contains("secret") && g->contains("secret_file"))
+    return bad("secret", "one of secret or secret_file, not both", (*g)["secret"]);
+  if (auto s = text("secret")) {
+    gc.secret = *s;
+  } else if (auto sf = text("secret_file")) {
+    fs::path p = *sf;
+    auto content = util::read_file(p);
+    if (!content) return bad("secret_file", "a readable file (" + content.error().message() + ")", (*g)["secret_file"]);
+    gc.secret = *content;
+    while (!gc.secret.empty() && (gc.secret.back() == '\n' || gc.secret.back() == '\r' || gc.secret.back() == ' '))
+      gc.secret.pop_back();
+  } else {
+    return bad("secret", "a shared secret (secret, or secret_file)", wire::value(nullptr));
+  }
+  if (gc.secret.size() < 16) return bad("secret", "a secret of at least 16 characters", wire::value("<" + std::to_string(gc.secret.size()) + " characters>"));
+  auto ms = g->find("masters");
+  if (ms == g->end() || !ms->is_array() || ms->size() < 2)
+    return bad("masters", "a list of at least two REST API base URLs (http[s]://host:port)", ms == g->end() ? wire::value(nullptr) : *ms);
+  for (const auto& u : *ms) {
+    if (!u.is_string()) return bad("masters", "a list of URLs", *ms);
+    std::string url = u.get<std::string>();
+    while (url.size() > 1 && url.back() == '/') url.pop_back();
+    const bool ok_scheme = url.starts_with("http://") || url.starts_with("https://");
+    const auto rest = ok_scheme ? url.substr(url.find("//") + 2) : std::string();
+    if (!ok_scheme || rest.empty() || rest.find('/') != std::string::npos || rest.find(':') == std::string::npos)
+      return bad("masters", "URLs of the form http[s]://host:port", u);
+    if (std::find(gc.masters.begin(), gc.masters.end(), url) != gc.masters.end()) return bad("masters", "distinct URLs", u);
+    gc.masters.push_back(url);
+  }
+  if (auto s = text("self")) {
+    std::string self = *s;
+    while (self.size() > 1 && self.back() == '/') self.pop_back();
+    if (std::find(gc.masters.begin(), gc.masters.end(), self) == gc.masters.end()) return bad("self", "one of masters", (*g)["self"]);
+    gc.self = self;
+  } else if (g->contains("self")) {
+    return bad("self", "one of masters", (*g)["self"]);
+  }
+  if (g->contains("ca_file")) {
+    auto ca = text("ca_file");
+    if (!ca || ca->empty()) return bad("ca_file", "a path", (*g)["ca_file"]);
+    gc.ca_file = fs::path(*ca);
+  }
+  if (g->contains("timeout")) {
+    const wire::value& tv = (*g)["timeout"];
+    std::optional<std::int64_t> n;
+    if (tv.is_number_integer()) n = tv.get<std::int64_t>();
+    if (!n || *n < 1 || *n > 300) return bad("timeout", "an integer 1..300 (seconds)", (*g)["timeout"]);
+    gc.timeout = static_cast<int>(*n);
+  }
+  if (!r.get("rest_cherrypy")) return bad("", "a master that serves the REST API (a rest_cherrypy block)", *g);
+  c.master_group = std::move(gc);
+  return std::nullopt;
+}
+
 config_result<master_config> load_master_config(const fs::path& config_dir) {
   master_config c;
   c.config_dir = config_dir;
@@ -679,12 +757,16 @@ config_result<master_config> load_master_config(const fs::path& config_dir) {
     c.cluster_pki_dir.reset();
   }
 
+  if (auto e = read_master_group(r, c)) return *e;
+
   wire::value raw = wire::value::object();
   raw["id"] = c.id;
   raw["config_dir"] = c.config_dir.string();
   writer w(raw);
   visit_master(c, w);
   finish_raw(raw, src);
+  if (raw.contains("master_group") && raw["master_group"].is_object() && raw["master_group"].contains("secret"))
+    raw["master_group"]["secret"] = "<hidden>";  // group: config.get and the console never show it
   c.raw = std::move(raw);
   return c;
 }

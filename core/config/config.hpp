@@ -157,6 +157,18 @@ struct master_config {
   std::optional<std::string> cluster_lb_admin;
   // sylvite: [publish backend, request backend] names (default sylvite-haproxy-cfg's).
   std::vector<std::string> cluster_lb_backends;
+  // group (issue 19 point 3, part "group"): a group of INDEPENDENT masters (hot
+  // multi-master / failover, no cluster) seen as one through any member's REST API
+  // (master/api/api_group.hpp, docs/operations.md "Master group"). Unset: no group.
+  struct group_config {
+    std::string id;                        // the group's name (signed into every call)
+    std::string secret;                    // shared HMAC secret (secret, or secret_file's content)
+    std::vector<std::string> masters;      // REST API base URLs of every member, this one included
+    std::string self;                      // which of masters is this one ("": found by port)
+    std::optional<std::filesystem::path> ca_file;  // https: CA bundle (unset: system roots)
+    int timeout = 5;                       // seconds per call to a member (connect, quick calls)
+  };
+  std::optional<group_config> master_group;
   wire::value raw = wire::value::object();  // every option after merge (defaults included)
 };
 

@@ -4,6 +4,7 @@
 # has a rest_cherrypy block.
 sylvite_library(sylvite_master_rest
   SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/api_group.cpp
     ${CMAKE_CURRENT_LIST_DIR}/api_http.cpp
     ${CMAKE_CURRENT_LIST_DIR}/api_lowstate.cpp
     ${CMAKE_CURRENT_LIST_DIR}/api_routes.cpp

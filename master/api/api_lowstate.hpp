@@ -56,6 +56,9 @@ struct chunk_result {
   // the reply's "return" list (Salt's `yield from` of a generator client).
   wire::value ret = nullptr;
   bool many = false;
+  // group (api_group.hpp): members of the master group that did not answer (URLs); the
+  // routes name them in the X-Sylvite-Group-Unreachable header.
+  std::vector<std::string> unreachable;
 };
 
 class lowstate_runner {

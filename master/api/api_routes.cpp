@@ -28,6 +28,7 @@ using wire::value;
 
 struct api_routes::context {
   media m = media::json;
+  std::vector<std::string> unreachable;  // group members that did not answer
 };
 
 namespace {
@@ -158,6 +159,11 @@ api_response api_routes::handle(const api_request& req) {
   api_response res;
   try {
     res = route(req, c);
+    if (!c.unreachable.empty()) {
+      std::string list;
+      for (const auto& u : c.unreachable) list += (list.empty() ? "" : ", ") + u;
+      res.headers.emplace_back("X-Sylvite-Group-Unreachable", list);
+    }
   } catch (const std::exception& e) {
     // Never a crash and never a 500 for input: whatever threw was caused by the request.
     res = refuse(req, 400, std::string("Bad request: ") + e.what(), c.m);
@@ -211,6 +217,13 @@ api_response api_routes::route(const api_request& req, context& c) {
       std::find(d_.opts.authorized_ips.begin(), d_.opts.authorized_ips.end(), req.remote) ==
           d_.opts.authorized_ips.end())
     return refuse(req, 403, "Bad IP", c.m);
+
+  // group: the members' signed internal calls (no session; the signature is checked there).
+  if (d_.group_internal && starts_with_segment(path, "/group")) {
+    auto r = d_.group_internal(req);
+    if (r.status >= 400) log_refusal(req, r.status, r.body);
+    return r;
+  }
 
   auto not_allowed = [&](const char* allow) {
     auto r = refuse(req, 405, "Method not allowed", c.m);
@@ -522,7 +535,9 @@ std::optional<value> api_routes::exec_lowstate(const api_request& req, context& 
       return std::nullopt;
     }
     counters_.lowstate_chunks++;
-    auto res = d_.runner->run(chunk, who->name);
+    auto res = d_.group_run ? d_.group_run(chunk, who->name) : d_.runner->run(chunk, who->name);
+    for (auto& u : res.unreachable)
+      if (std::find(c.unreachable.begin(), c.unreachable.end(), u) == c.unreachable.end()) c.unreachable.push_back(u);
     if (res.status != 200) {
       refusal = refuse(req, static_cast<unsigned>(res.status), res.error, c.m);
       return std::nullopt;

@@ -75,6 +75,10 @@ struct api_routes_deps {
   std::function<void(const std::string& tag, const wire::value& data)> fire;  // event_hub::fire
   std::function<const console_asset*(std::string_view)> console;             // empty: 404
   std::function<wire::value()> master_stats;                                  // extra /stats
+  // group (api_group.hpp, set when master_group is configured): the signed internal
+  // endpoints under /group/, and the group-wide run of a checked chunk.
+  std::function<api_response(const api_request&)> group_internal;
+  std::function<chunk_result(const wire::value& chunk, const std::string& user)> group_run;
 };
 
 class api_routes {
