@@ -47,8 +47,17 @@ def test_jobs_land_over_tls_with_a_client_certificate(env, tls_pg):
     r = master.salt("--out", "json", "--static", "--show-jid", "*", "test.echo", "over-tls")
     assert r.returncode == 0, r.stdout + r.stderr
     jid = next(line.split(":", 1)[1].strip() for line in r.stdout.splitlines() if line.startswith("jid:"))
-    rows = pg.query("salt", "SELECT id, return FROM salt_returns WHERE jid = %s ORDER BY id", (jid,))
-    assert rows == [(n, "over-tls") for n in names]
+    # Returns are acknowledged once spooled; the writer thread commits them in batches.
+    want = [(n, "over-tls") for n in names]
+    rows = []
+
+    def committed():
+        nonlocal rows
+        rows = pg.query("salt", "SELECT id, return FROM salt_returns WHERE jid = %s ORDER BY id", (jid,))
+        return rows == want
+
+    wait_for(committed, 20, "the job's returns committed over TLS")
+    assert rows == want
     assert run_json(master, "jobs.lookup_jid", jid) == {n: "over-tls" for n in names}
     wait_for(lambda: pg.query("salt", "SELECT 1 FROM salt_events WHERE tag = %s", (f"salt/job/{jid}/new",)), 20,
              "the job's event over TLS")
