@@ -74,6 +74,9 @@ def test_jobs_land_in_salts_tables_and_runners_read_them(env, pg):
     r = master.salt("--out", "json", "--static", "--show-jid", "*", "cmd.run", "echo hi")
     assert r.returncode == 0, r.stderr
     jid = next(line.split(":", 1)[1].strip() for line in r.stdout.splitlines() if line.startswith("jid:"))
+    # Acknowledged once spooled: wait for the writer thread to commit the batch.
+    wait_for(lambda: pg.query("salt", "SELECT count(*) FROM salt_returns WHERE jid = %s", (jid,))[0][0]
+             >= len(MINIONS), 20, "the job's returns committed")
 
     # jids: the publish load (Salt's clear_load) as jsonb.
     rows = pg.query("salt", "SELECT load FROM jids WHERE jid = %s", (jid,))
