@@ -534,12 +534,7 @@ int run_master(const config::master_config& cfg) {
         group = api::master_group::create(std::move(gs), gerr);
         if (!group) {
           spdlog::critical("salt-master cannot start: {}", gerr);
-          if (health) health->stop();
-          cli.stop();
-          events_pub.stop();
-          stop_ports();
-          if (bus) bus->stop();
-          return 1;
+          return api_start_failed();
         }
         auto* gp = group.get();
         d.routes.group_internal = [gp](const api::api_request& rq) { return gp->handle_internal(rq); };
