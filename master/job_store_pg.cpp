@@ -378,6 +378,9 @@ void job_store_pg::run_writer() {
         c.reset();
         continue;
       }
+      // The server is back: a read need not wait out the pool's pause after a failed
+      // connect (before the view drops what the database now has).
+      pool_->reset_backoff();
       std::uint64_t seq = 0;
       if (PQntuples(r.get()) == 1) seq = std::strtoull(PQgetvalue(r.get(), 0, 0), nullptr, 10);
       if (seq > spool_->last_seq()) {
@@ -476,19 +479,22 @@ void job_store_pg::log_read_error(const char* what, const std::string& err) cons
 
 namespace {
 // A reader's query: a pooled connection, and once more on a fresh one when that
-// connection turns out broken (the server restarted since it was last used).
+// connection turns out broken (the server restarted since it was last used). The other
+// idle connections date from before the restart too: they are dropped, so the retry
+// connects anew instead of taking another dead one from the pool.
 pg_result read_query(pool& p, int wait_ms, const std::string& sql, const std::vector<std::string>& params,
                      std::string& err) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto l = p.acquire(std::chrono::milliseconds(wait_ms));
     if (!l) {
-      err.clear();
+      if (attempt == 0) err.clear();
       return nullptr;
     }
     auto r = (*l)->query(sql, params);
     if (r) return r;
     err = (*l)->error();
     if (!(*l)->broken()) return nullptr;
+    p.drop_idle();
   }
   return nullptr;
 }

@@ -193,6 +193,18 @@ void pool::give_back(std::unique_ptr<connection> c) {
   cv_.notify_one();
 }
 
+void pool::drop_idle() {
+  std::lock_guard lk(mu_);
+  total_ -= idle_.size();
+  idle_.clear();
+  cv_.notify_all();
+}
+
+void pool::reset_backoff() {
+  std::lock_guard lk(mu_);
+  fail_until_ = {};
+}
+
 std::size_t pool::open_connections() const {
   std::lock_guard lk(mu_);
   return total_;

@@ -97,6 +97,11 @@ class pool {
     std::unique_ptr<connection> c_;
   };
   std::optional<lease> acquire(std::chrono::milliseconds timeout);
+  // Closes every idle connection: one was found broken, so the server restarted and the
+  // others (still CONNECTION_OK until used) are broken too.
+  void drop_idle();
+  // Ends the pause after a failed connect (the writer reached the server again).
+  void reset_backoff();
   std::size_t open_connections() const;
 
  private:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,26 @@ def test_postgres_restart_during_fanout_loses_nothing(env, pg):
     check_no_loss(pg, ms, jids)
     log = Path(master.opts["log_file"]).read_text(errors="replace")
     assert "pgjsonb: PostgreSQL unavailable" in log or "pgjsonb: COPY" in log or "failed:" in log
+
+
+def test_reads_right_after_a_postgres_restart_answer(env, pg):
+    """Every pooled read connection dies with the server: the first read after the restart
+    must connect anew, not try a second dead connection and answer nothing."""
+    names = [f"m{i}" for i in range(4)]
+    master, ms = start(env, pg, minions=names, pgjsonb_pool_size=6)
+    ping_all(master, names)
+    jid, = fanout(master, 1, "test.echo", ("kept",))
+    want = {n: "kept" for n in names}
+    wait_for(lambda: run_json(master, "jobs.lookup_jid", jid) == want, 30, "the returns to be readable")
+
+    def read(_):
+        return run_json(master, "jobs.lookup_jid", jid)
+    # Concurrent reads leave several connections idle in the pool.
+    with ThreadPoolExecutor(8) as ex:
+        assert all(r == want for r in ex.map(read, range(16)))
+    pg.restart()
+    assert run_json(master, "jobs.lookup_jid", jid) == want
+    assert run_json(master, "jobs.lookup_jid", jid) == want
 
 
 def test_cut_then_back_replays_the_spool_in_order_once(env, pg):
