@@ -272,7 +272,12 @@ class daemon : public std::enable_shared_from_this<daemon> {
         feed_session(a.index, std::move(e));
         break;
       }
-      case mm_action::kind::send_probe: feed_session(a.index, session_event::make(S::probe, mm_now())); break;
+      case mm_action::kind::send_probe: {
+        auto e = session_event::make(S::probe, mm_now());
+        e.timeout = a.timeout;
+        feed_session(a.index, std::move(e));
+        break;
+      }
       case mm_action::kind::schedule: do_schedule(a.timer, a.at); break;
       case mm_action::kind::log: do_log(a.level, a.text); break;
       case mm_action::kind::fire_event: do_fire(a.text, a.data); break;
@@ -550,9 +555,11 @@ class daemon : public std::enable_shared_from_this<daemon> {
 
   static awaitable<void> ping(std::shared_ptr<daemon> self, std::size_t i, std::uint64_t gen,
                               std::shared_ptr<master_channel> chan, milliseconds timeout) {
+    const auto t0 = std::chrono::steady_clock::now();
     const bool ok = chan && co_await chan->ping(timeout);
     auto e = session_event::make(session_event::kind::ping_done, mm_now(), gen);
     e.ok = ok;
+    if (ok) e.rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
     self->feed_session(i, std::move(e));
   }
 
@@ -562,6 +569,7 @@ class daemon : public std::enable_shared_from_this<daemon> {
                                milliseconds timeout) {
     auto c = self->conns_[i];
     bool ok = false;
+    const auto t0 = std::chrono::steady_clock::now();
     if (chan) {
       ok = co_await chan->ping(timeout);
     } else {
@@ -576,6 +584,7 @@ class daemon : public std::enable_shared_from_this<daemon> {
     }
     auto e = session_event::make(session_event::kind::probe_done, mm_now());
     e.ok = ok;
+    if (ok && chan) e.rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
     self->feed_session(i, std::move(e));
   }
 
@@ -619,6 +628,7 @@ class daemon : public std::enable_shared_from_this<daemon> {
         if (!c->chan) continue;
         auto e = session_event::make(session_event::kind::heartbeat, mm_now());
         e.last_ok = std::chrono::time_point_cast<mm_ms>(c->chan->last_ok());
+        e.samples = c->chan->take_rtt_samples();
         self->feed_session(i, std::move(e));
       }
     }

@@ -182,6 +182,7 @@ awaitable<result<wire::value>> master_channel::request(wire::value load, millise
     }
     const std::string nonce = crypto::uuid4_hex();
     wire::value body = package_aes(load, who_, *sess, nonce, static_cast<std::int64_t>(std::time(nullptr)));
+    const auto sent = std::chrono::steady_clock::now();
     auto r = co_await req_->request(std::move(body), timeout);
     if (!r) {
       last = r.error();
@@ -189,6 +190,9 @@ awaitable<result<wire::value>> master_channel::request(wire::value load, millise
       continue;
     }
     last_ok_ = std::chrono::steady_clock::now();
+    if (const auto cmd = wire::get_text(load, "cmd"); cmd && (*cmd == "_return" || *cmd == "_minion_event") &&
+                                                     rtt_samples_.size() < 64)
+      rtt_samples_.push_back(std::chrono::duration_cast<std::chrono::microseconds>(last_ok_ - sent));
     auto d = decode_aes_reply(*r, *sess, nonce);
     if (d) co_return std::move(*d);
     if (reauthed) co_return d.error();

@@ -34,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/config/config.hpp"
@@ -122,6 +123,10 @@ class master_channel : public master_link, public std::enable_shared_from_this<m
   const std::string& label() const { return label_; }
   // Steady time of the last request the master answered (heartbeats skip busy links).
   std::chrono::steady_clock::time_point last_ok() const { return last_ok_; }
+  // Round trips of the light requests answered since the last call (_return,
+  // _minion_event: the master acknowledges them without work): the liveness detector's
+  // samples beside its own pings (io thread; at most 64 kept).
+  std::vector<std::chrono::microseconds> take_rtt_samples() { return std::exchange(rtt_samples_, {}); }
   std::shared_ptr<const wire::value> grains() const { return grains_; }
   std::shared_ptr<const wire::value> pillar() const;
   void set_pillar(wire::value p);
@@ -168,6 +173,7 @@ class master_channel : public master_link, public std::enable_shared_from_this<m
   std::string master_host_;
   std::string label_;
   std::chrono::steady_clock::time_point last_ok_{};
+  std::vector<std::chrono::microseconds> rtt_samples_;
   int master_port_ = 4506;
   std::shared_ptr<transport::req_client> req_;
   // io thread only:

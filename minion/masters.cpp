@@ -3,6 +3,7 @@
 #include "minion/masters.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "core/config/config.hpp"
@@ -154,11 +155,15 @@ std::vector<mm_action> masters_fsm::handle(const mm_event& ev) {
       }
       break;
     case k::heartbeat_ok:
-      m_[i].misses.clear();
-      m_[i].probing = false;
+      if (i < m_.size() && m_[i].state == master::st::up)
+        for (auto r : ev.samples) m_[i].rtt.add(r);
+      on_answer(o, i, ev.answered == mm_time{} ? ev.now : std::min(ev.answered, ev.now), ev.rtt);
       break;
     case k::heartbeat_missed: on_heartbeat_missed(o, i, ev.now); break;
-    case k::probe_ok: on_probe(o, i, ev.now, true); break;
+    case k::probe_ok:
+      if (m_[i].probing && m_[i].state == master::st::up && ev.rtt.count() >= 0) m_[i].rtt.add(ev.rtt);
+      on_probe(o, i, ev.now, true);
+      break;
     case k::probe_failed: on_probe(o, i, ev.now, false); break;
     case k::timer: on_timer(o, ev); break;
     case k::job_started: jobs_.insert(ev.jid); break;
@@ -196,6 +201,7 @@ void masters_fsm::on_timer(out& o, const mm_event& ev) {
         mm_action a;
         a.type = mm_action::kind::send_probe;
         a.index = primary();
+        a.timeout = s_.probe_timeout;
         o.push_back(std::move(a));
         arm(o, timer_id{timer_id::kind::probe_deadline, primary()}, ev.now + s_.probe_timeout);
         arm(o, timer_id{timer_id::kind::failback, 0}, ev.now + s_.failback_interval);
@@ -209,6 +215,12 @@ void masters_fsm::on_timer(out& o, const mm_event& ev) {
           on_probe(o, i, ev.now, false);
         }
       }
+      break;
+    case timer_id::kind::suspect:  // C2: nothing answered for the whole window
+      if (i < m_.size() && m_[i].state == master::st::up && !m_[i].probing &&
+          ev.now - m_[i].last_answer >= s_.alive_window)
+        suspect(o, i, ev.now,
+                "no answer for " + std::to_string((ev.now - m_[i].last_answer).count()) + " ms");
       break;
   }
 }
@@ -241,6 +253,8 @@ void masters_fsm::on_connected(out& o, const mm_event& ev) {
   m.misses.clear();
   m.probing = false;
   m.ever_up = true;
+  m.last_answer = ev.now;
+  arm(o, timer_id{timer_id::kind::suspect, i}, ev.now + s_.alive_window);
   std::string reason = "reconnect";
   std::string prev;
   if (s_.mode == mm_mode::failover) {
@@ -346,23 +360,62 @@ void masters_fsm::on_heartbeat_missed(out& o, std::size_t i, mm_time now) {
   m.misses.push_back(now);
   while (!m.misses.empty() && m.misses.front() + s_.alive_window < now) m.misses.pop_front();
   if (static_cast<int>(m.misses.size()) < s_.heartbeat_misses || m.probing) return;
-  m.probing = true;  // C2: one probe before declaring death
+  suspect(o, i, now, std::to_string(m.misses.size()) + " heartbeats missed");
+}
+
+void masters_fsm::on_answer(out& o, std::size_t i, mm_time at, std::chrono::microseconds rtt) {
+  master& m = m_[i];
+  if (m.state != master::st::up) return;
+  if (rtt.count() >= 0) m.rtt.add(rtt);
+  m.misses.clear();
+  m.probing = false;  // alive: the probe's deadline finds nothing to do
+  if (at > m.last_answer) {
+    m.last_answer = at;
+    arm(o, timer_id{timer_id::kind::suspect, i}, at + s_.alive_window);
+  }
+}
+
+mm_ms masters_fsm::probe_timeout_of(std::size_t i) const {
+  if (i >= m_.size()) return s_.probe_timeout;
+  auto t = m_[i].rtt.timeout();
+  if (!t) return s_.probe_timeout;
+  auto ms = std::chrono::ceil<mm_ms>(*t);
+  return std::clamp(ms, std::min(s_.probe_floor, s_.probe_timeout), s_.probe_timeout);
+}
+
+// C2: one probe; the master is dead at its deadline only if it then answered nothing for
+// the whole window.
+void masters_fsm::suspect(out& o, std::size_t i, mm_time now, const std::string& why) {
+  master& m = m_[i];
+  m.probing = true;
+  const mm_ms accrual = probe_timeout_of(i);
+  const mm_time deadline = std::max(now + accrual, m.last_answer + s_.alive_window);
   log(o, mm_log_level::warning,
-      "Master " + s_.masters[i] + ": " + std::to_string(m.misses.size()) + " heartbeats missed, probing");
+      "Master " + s_.masters[i] + ": " + why + ", probing (answer within " +
+          std::to_string((deadline - now).count()) + " ms)");
   mm_action a;
   a.type = mm_action::kind::send_probe;
   a.index = i;
+  a.timeout = deadline - now;
   o.push_back(std::move(a));
-  arm(o, timer_id{timer_id::kind::probe_deadline, i}, now + s_.probe_timeout);
+  arm(o, timer_id{timer_id::kind::probe_deadline, i}, deadline);
 }
 
 void masters_fsm::on_probe(out& o, std::size_t i, mm_time now, bool ok) {
   master& m = m_[i];
   if (m.probing && m.state == master::st::up) {  // C2 liveness probe
+    if (ok) {
+      on_answer(o, i, now, std::chrono::microseconds(-1));
+      armed_.erase(timer_id{timer_id::kind::probe_deadline, i});
+      return;
+    }
+    // A probe that failed early (its connection broke) waits for the deadline: dead only
+    // after a whole window without an answer.
+    if (now - m.last_answer < s_.alive_window) return;
     m.probing = false;
     m.misses.clear();
     armed_.erase(timer_id{timer_id::kind::probe_deadline, i});
-    if (!ok) on_dead(o, i, now, "heartbeat");
+    on_dead(o, i, now, "heartbeat");
     return;
   }
   if (s_.mode != mm_mode::failover || !s_.failback || i != primary() || !failback_probe_out_) return;
@@ -444,6 +497,23 @@ void masters_fsm::try_position(out& o, std::size_t pos, mm_time at) {
   a.index = i;
   a.at = at;
   o.push_back(std::move(a));
+}
+
+void rtt_accrual::add(std::chrono::microseconds rtt) {
+  us_[next_] = static_cast<double>(std::max<std::int64_t>(0, rtt.count()));
+  next_ = (next_ + 1) % kSamples;
+  n_ = std::min(n_ + 1, kSamples);
+}
+
+std::optional<std::chrono::microseconds> rtt_accrual::timeout() const {
+  if (n_ < kMinSamples) return std::nullopt;
+  double sum = 0;
+  for (std::size_t k = 0; k < n_; ++k) sum += us_[k];
+  const double mean = sum / static_cast<double>(n_);
+  double var = 0;
+  for (std::size_t k = 0; k < n_; ++k) var += (us_[k] - mean) * (us_[k] - mean);
+  const double sigma = std::max(std::sqrt(var / static_cast<double>(n_)), 25'000.0);
+  return std::chrono::microseconds(static_cast<std::int64_t>(mean + 5.61 * sigma));
 }
 
 }  // namespace sylvite::minion

@@ -32,13 +32,22 @@
 //      = max(acceptance_wait_time, acceptance_wait_time_max), at least 1 s (Salt waits
 //      acceptance_wait_time between passes; _max is its growth bound). Reset on connected.
 //   C2 Liveness: the driver sends an application heartbeat on each connection every
-//      heartbeat_interval() = alive_window / heartbeat_misses and reports ok/missed.
+//      heartbeat_interval() = alive_window / heartbeat_misses and reports ok (with the time
+//      the master last answered and, for a ping, its round trip) or missed.
 //      alive_window = master_alive_interval (30 s when it is 0: Salt's 0 means "never
-//      notice", which is the #38116 complaint). `heartbeat_misses` misses within the last
-//      alive_window make the machine send one probe (send_probe, deadline probe_timeout,
-//      default 5 s = Salt's auth_timeout); probe_failed or the deadline declares the master
-//      dead (disconnect reason "heartbeat"). heartbeat_ok or probe_ok clears the misses.
-//      So a blackholed master is detected within alive_window + probe_timeout.
+//      notice", which is the #38116 complaint). The master is suspected when it answered
+//      nothing for alive_window (timer `suspect`, re-armed at last answer + alive_window on
+//      every answer) or when `heartbeat_misses` misses fall within the last alive_window.
+//      A suspect gets one probe (send_probe) whose deadline is
+//        max(now + accrual timeout, last answer + alive_window)
+//      where the accrual timeout comes from the measured ping round trips (rtt_accrual:
+//      mean + 5.61 sigma, phi = 8, sigma at least 25 ms; at least probe_floor (250 ms), at
+//      most probe_timeout; probe_timeout itself until 3 round trips were measured). At the
+//      deadline, or on probe_failed, a master that still answered nothing for alive_window
+//      is dead (disconnect reason "heartbeat"); any answer (heartbeat_ok, probe_ok) ends
+//      the suspicion. So a blackholed master is left within alive_window + the accrual
+//      timeout (about alive_window + 0.25 s on a LAN), while a loaded master that answers
+//      late but within the window is kept, and a slow one raises its own timeout.
 //      connection_lost (rst/eof/timeout) is immediate: no probe.
 //   C3 IP change: when a master resolves or connects with an IP different from the last one
 //      recorded, log warning "Master ip address changed from X to Y" (Salt's text). In
@@ -89,6 +98,7 @@
 //      them to the new master.
 // ---------------------------------------------------------------------------------------
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -122,7 +132,8 @@ struct masters_settings {
   bool failback = false;
   mm_ms alive_window{30000};            // C2
   int heartbeat_misses = 3;             // C2
-  mm_ms probe_timeout{5000};            // C2
+  mm_ms probe_timeout{5000};            // C2: the accrual timeout's ceiling; failback probes
+  mm_ms probe_floor{250};               // C2: the accrual timeout's floor
   mm_ms failback_interval{60000};       // F5
   int failback_probes = 3;              // F5 hysteresis
   mm_ms random_reauth_delay{10000};     // C5 / F3 (0: no jitter)
@@ -136,8 +147,8 @@ struct masters_settings {
 masters_settings masters_settings_from(const config::minion_config& c, std::uint64_t seed);
 
 struct timer_id {
-  enum class kind { retry, cycle, failback, probe_deadline } type = kind::retry;
-  std::size_t index = 0;  // retry, probe_deadline: the master; others: 0
+  enum class kind { retry, cycle, failback, probe_deadline, suspect } type = kind::retry;
+  std::size_t index = 0;  // retry, probe_deadline, suspect: the master; others: 0
   bool operator==(const timer_id&) const = default;
   auto operator<=>(const timer_id&) const = default;
 };
@@ -147,6 +158,7 @@ struct mm_action {
   kind type = kind::log;
   std::size_t index = 0;                       // connect, disconnect, send_probe, flush, reauth
   mm_time at{};                                // connect, schedule, reauth
+  mm_ms timeout{0};                            // send_probe: how long the probe may wait
   timer_id timer{};                            // schedule
   mm_log_level level = mm_log_level::info;     // log
   std::string text;                            // disconnect: reason; log: message; fire_event: tag
@@ -164,6 +176,9 @@ struct mm_event {
   loss_reason reason = loss_reason::eof;       // connection_lost
   timer_id timer{};                            // timer
   std::string jid;                             // job_started, job_finished
+  mm_time answered{};                          // heartbeat_ok: when the master answered ({}: now)
+  std::chrono::microseconds rtt{-1};           // heartbeat_ok, probe_ok: a ping's round trip (<0: none)
+  std::vector<std::chrono::microseconds> samples;  // heartbeat_ok: light requests' round trips
 
   static mm_event make(kind k, mm_time now, std::size_t i = 0) {
     mm_event e;
@@ -172,6 +187,22 @@ struct mm_event {
     e.index = i;
     return e;
   }
+};
+
+// C2's accrual estimate of how long an answer may take: the last 64 measured round trips,
+// mean + z * sigma with z = 5.61 (phi = -log10 P(later) = 8 under a normal fit), sigma at
+// least 25 ms. Empty until 3 samples.
+class rtt_accrual {
+ public:
+  static constexpr std::size_t kSamples = 64;
+  static constexpr std::size_t kMinSamples = 3;
+  void add(std::chrono::microseconds rtt);
+  std::size_t size() const noexcept { return n_; }
+  std::optional<std::chrono::microseconds> timeout() const;
+
+ private:
+  std::array<double, kSamples> us_{};
+  std::size_t n_ = 0, next_ = 0;
 };
 
 class masters_fsm {
@@ -190,6 +221,8 @@ class masters_fsm {
   std::size_t jobs_in_flight() const noexcept { return jobs_.size(); }
   int failback_ok_count() const noexcept { return failback_ok_; }
   mm_ms heartbeat_interval() const noexcept;
+  // C2: the deadline a liveness probe of master i gets now (the accrual timeout).
+  mm_ms probe_timeout_of(std::size_t i) const;
   const masters_settings& settings() const noexcept { return s_; }
 
  private:
@@ -199,6 +232,8 @@ class masters_fsm {
     mm_ms backoff{0};
     std::deque<mm_time> misses;
     bool probing = false;      // liveness probe outstanding
+    mm_time last_answer{};     // C2: the master's last answer (or connected)
+    rtt_accrual rtt;           // C2: its measured ping round trips
     bool ever_up = false;
     mm_time reauth_until{};
     bool reauth_pending = false;
@@ -216,6 +251,8 @@ class masters_fsm {
   void on_attempt_failed(out& o, std::size_t i, mm_time now, const std::string& why, bool dns);
   void on_dead(out& o, std::size_t i, mm_time now, const std::string& why);
   void on_heartbeat_missed(out& o, std::size_t i, mm_time now);
+  void on_answer(out& o, std::size_t i, mm_time at, std::chrono::microseconds rtt);
+  void suspect(out& o, std::size_t i, mm_time now, const std::string& why);
   void on_probe(out& o, std::size_t i, mm_time now, bool ok);
   void on_aes(out& o, std::size_t i, mm_time now);
 

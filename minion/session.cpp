@@ -378,9 +378,13 @@ std::vector<session_action> session_fsm::handle(const session_event& ev) {
       if (!reauth_pending_) schedule_reauth(o, ev.now, ev.now);
       break;
     case K::heartbeat:
-      if (phase_ != session_phase::serving || pinging_) break;
+      if (phase_ != session_phase::serving) break;
+      if (samples_.size() < 64) samples_.insert(samples_.end(), ev.samples.begin(), ev.samples.end());
+      if (pinging_) break;
       if (ev.now - ev.last_ok < s_.heartbeat_interval) {
         report(o, mm_event::kind::heartbeat_ok, ev.now);
+        o.back().event.answered = ev.last_ok;
+        o.back().event.samples = std::exchange(samples_, {});
         break;
       }
       pinging_ = true;
@@ -395,10 +399,14 @@ std::vector<session_action> session_fsm::handle(const session_event& ev) {
       if (ev.gen != gen_ || phase_ != session_phase::serving) break;
       if (!ev.ok) log(o, mm_log_level::debug, "Heartbeat to master " + s_.label + " missed");
       report(o, ev.ok ? mm_event::kind::heartbeat_ok : mm_event::kind::heartbeat_missed, ev.now);
+      if (ev.ok) {
+        o.back().event.rtt = ev.rtt;
+        o.back().event.samples = std::exchange(samples_, {});
+      }
       break;
     case K::probe: {
       session_action p = act(session_action::kind::probe);
-      p.delay = s_.probe_timeout;
+      p.delay = ev.timeout > mm_ms(0) ? ev.timeout : s_.probe_timeout;
       p.on_channel = phase_ == session_phase::serving;
       o.push_back(std::move(p));
       break;
@@ -407,6 +415,7 @@ std::vector<session_action> session_fsm::handle(const session_event& ev) {
       log(o, mm_log_level::debug,
           "Probe of master " + s_.label + ": " + (ev.ok ? std::string("answered") : std::string("no answer")));
       report(o, ev.ok ? mm_event::kind::probe_ok : mm_event::kind::probe_failed, ev.now);
+      if (ev.ok) o.back().event.rtt = ev.rtt;
       break;
     case K::flush:
       if (flushing_ || phase_ != session_phase::serving || ev.queued == 0) break;

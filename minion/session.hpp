@@ -53,10 +53,14 @@
 //                                 with follow_up -> rotation_reported: still no reauth
 //                                 pending (C5 added nothing): reauth now
 //   heartbeat(last_ok)            serving, no ping out: the master answered within
-//                                 heartbeat_interval -> report heartbeat_ok; else ping
-//   ping_done(ok)                 serving: report heartbeat_ok | heartbeat_missed
-//   probe                         probe(on_channel = serving) -> probe_done(ok): report
-//                                 probe_ok | probe_failed
+//                                 heartbeat_interval -> report heartbeat_ok(answered =
+//                                 last_ok); else ping. Its samples go with the next
+//                                 heartbeat_ok.
+//   ping_done(ok, rtt)            serving: report heartbeat_ok(answered = now, rtt) |
+//                                 heartbeat_missed
+//   probe(timeout)                probe(on_channel = serving, delay = timeout, else
+//                                 probe_timeout) -> probe_done(ok, rtt): report
+//                                 probe_ok(rtt) | probe_failed
 //   flush(queued)                 serving, none running, queued > 0: flush -> flush_done(
 //                                 sent, queued): sent some and more wait -> flush again
 // ---------------------------------------------------------------------------------------
@@ -120,6 +124,9 @@ struct session_event {
   bool has_creds = true;         // publish: the channel holds the publish AES key
   wire::value body;              // publish, publish_rotated
   mm_time last_ok{};             // heartbeat: when the master last answered a request
+  std::chrono::microseconds rtt{-1};  // ping_done, probe_done (ok): the round trip
+  std::vector<std::chrono::microseconds> samples;  // heartbeat: light requests' round trips
+  mm_ms timeout{0};              // probe: how long it may wait (0: probe_timeout)
   std::size_t queued = 0;        // flush, flush_done: returns waiting for this master
   std::size_t sent = 0;          // flush_done
 
@@ -221,6 +228,7 @@ class session_fsm {
   bool pub_lost_ = false;
   bool reauth_pending_ = false;
   bool pinging_ = false;
+  std::vector<std::chrono::microseconds> samples_;  // C2: for the next heartbeat_ok report
   bool flushing_ = false;
   std::deque<wire::value> held_;
 };

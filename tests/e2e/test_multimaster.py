@@ -36,8 +36,9 @@ from sylvite_harness import preaccept, share_master_key, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
-# Fast liveness settings for tests: a heartbeat every 2 s, 3 misses within 6 s -> one
-# probe of 2 s -> dead. Re-authentication jitter 0..1 s.
+# Fast liveness settings for tests: a heartbeat every 2 s; no answer for 6 s (or 3 misses
+# within 6 s) -> one probe whose deadline is the accrual timeout (measured round trips,
+# 250 ms .. 2 s) but not before the 6 s window ended -> dead. Re-authentication jitter 0..1 s.
 FAST = dict(master_alive_interval=6, master_alive_misses=3, master_probe_timeout=2, random_reauth_delay=1,
             acceptance_wait_time=1, auth_timeout=3, return_retry_timer=2, return_retry_timer_max=3,
             return_retry_tries=2)
@@ -105,13 +106,14 @@ def count(mn, needle) -> int:
     return minion_log(mn).count(needle)
 
 
-def switch_after(minions, master, t0: float) -> float:
+def switch_after(minions, master, t0: float, needle: str | None = None) -> float:
     """Seconds from t0 (time.time()) until the last minion logged "Connected to master"
-    for master: the switch time from the minions' own clocks, not the CLI's polling."""
+    for master (or `needle`): the time from the minions' own clocks, not the CLI's polling."""
     worst = 0.0
+    needle = needle or f"Connected to master {master.host.ip}"
     for mn in minions:
         for line in minion_log(mn).splitlines():
-            if f"Connected to master {master.host.ip}" not in line:
+            if needle not in line:
                 continue
             t = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
             if t >= t0:
@@ -173,8 +175,16 @@ def test_failover_blackholed_primary(env, lab, transport):
           f"last minion connected to m2 after {switched:.2f}s (minion logs)")
     # The same bound on both transports, well under ZeroMQ's 30 s ZMTP heartbeat timeout.
     assert switched < 25, switched
+    # Detection (the minion's own "lost (heartbeat)" line): within the 6 s window + the
+    # accrual timeout (at most master_probe_timeout, 2 s); no extra heartbeat period.
+    detected = switch_after(minions, m1, t_cut, needle=f"Connection to master {m1.host.ip}")
+    print(f"[{transport}] blackhole detected by every minion within {detected:.2f}s")
+    assert detected <= FAST["master_alive_interval"] + FAST["master_probe_timeout"], detected
     for mn in minions:
-        assert "heartbeats missed, probing" in minion_log(mn)
+        m = re.search(r"(heartbeats missed|no answer for \d+ ms), probing \(answer within \d+ ms\)",
+                      minion_log(mn))
+        assert m, minion_log(mn)[-3000:]
+        print(f"[{transport}] {mn.name}: {m.group(0)}")
         assert "lost (heartbeat)" in minion_log(mn)
 
 

@@ -44,13 +44,19 @@ bool has_log(const std::vector<mm_action>& v, const std::string& needle) {
 }
 
 // Drives the FSM with synthetic time; remembers armed timers and fires them in order.
+// While time advances, every connected master not in `silent` answers a heartbeat every
+// heartbeat_interval (as the driver reports it; their actions are not returned): C2's
+// suspicion timer then never fires on a healthy master. `beats = false` turns that off.
 struct harness {
   masters_fsm fsm;
   mm_time now = at_ms(0);
   std::map<timer_id, mm_time> timers;
   std::vector<mm_action> all;
+  bool beats = true;
+  std::set<std::size_t> silent;
+  mm_time next_beat;
 
-  explicit harness(masters_settings s) : fsm(std::move(s)) {}
+  explicit harness(masters_settings s) : fsm(std::move(s)), next_beat(now + fsm.heartbeat_interval()) {}
 
   std::vector<mm_action> feed(mm_event e) {
     e.now = now;
@@ -82,7 +88,15 @@ struct harness {
     for (;;) {
       auto next = std::min_element(timers.begin(), timers.end(),
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
-      if (next == timers.end() || next->second > t) break;
+      const bool timer_due = next != timers.end() && next->second <= t;
+      if (beats && next_beat <= t && (!timer_due || next_beat <= next->second)) {
+        now = std::max(now, next_beat);
+        next_beat += fsm.heartbeat_interval();
+        for (std::size_t i = 0; i < fsm.size(); ++i)
+          if (fsm.is_up(i) && !silent.count(i)) (void)feed(mm_event::make(K::heartbeat_ok, now, i));
+        continue;
+      }
+      if (!timer_due) break;
       timer_id id = next->first;
       now = std::max(now, next->second);
       timers.erase(next);
@@ -176,39 +190,146 @@ struct blackhole_case {
   int alive_s;
   int misses;
   int probe_ms;
+  int rtt_us;  // the measured round trip before the cut (<0: none measured)
 };
 
-TEST(MastersFailover, BlackholeDetectedWithinAliveIntervalPlusOneProbe) {
-  for (auto c : {blackhole_case{30, 3, 5000}, blackhole_case{10, 2, 2000}, blackhole_case{6, 6, 1000},
-                 blackhole_case{60, 1, 5000}}) {
+mm_event beat(mm_time now, std::size_t i, std::chrono::microseconds rtt) {
+  auto e = mm_event::make(K::heartbeat_ok, now, i);
+  e.rtt = rtt;
+  return e;
+}
+
+// The master answers pings (round trip rtt) until `cut`, then vanishes silently: every
+// heartbeat misses and probes are never answered. Time moves in 10 ms steps, so the
+// disconnect is seen within 10 ms of when the FSM decided it. Returns that time.
+std::optional<mm_time> run_blackhole(harness& h, const masters_settings& s, mm_time cut, int rtt_us) {
+  const mm_ms hb = h.fsm.heartbeat_interval();
+  mm_time next_tick = at_ms(0) + hb;
+  for (mm_time t = at_ms(0) + 10ms; t <= cut + 3 * s.alive_window; t += 10ms) {
+    for (auto& a : h.advance(t))
+      if (a.type == A::disconnect) return h.now;
+    if (t < next_tick) continue;
+    next_tick += hb;
+    std::vector<mm_action> r;
+    if (t <= cut && rtt_us >= 0) r = h.feed(beat(h.now, 0, std::chrono::microseconds(rtt_us)));
+    else if (t > cut) r = h.ev(K::heartbeat_missed, 0);
+    else r = h.ev(K::heartbeat_ok, 0);
+    if (find(r, A::disconnect)) return h.now;
+  }
+  return std::nullopt;
+}
+
+TEST(MastersFailover, BlackholeDetectedWithinAliveIntervalPlusAccrualTimeout) {
+  for (auto c : {blackhole_case{30, 3, 5000, 400}, blackhole_case{10, 2, 2000, 2000}, blackhole_case{6, 6, 1000, 300},
+                 blackhole_case{60, 1, 5000, 900}, blackhole_case{2, 3, 5000, 150}}) {
     SCOPED_TRACE(c.alive_s);
     auto s = settings(2, mm_mode::failover);
     s.alive_window = std::chrono::seconds(c.alive_s);
     s.heartbeat_misses = c.misses;
     s.probe_timeout = mm_ms(c.probe_ms);
     harness h(s);
+    h.beats = false;
     h.ev(K::start);
     h.connected(0);
-    const mm_ms hb = h.fsm.heartbeat_interval();
-    EXPECT_EQ(hb, s.alive_window / c.misses);
-    // The master silently vanishes right after t=0: every heartbeat from now on misses,
-    // the probe is never answered.
-    std::optional<mm_time> dead_at;
-    bool probe_sent = false;
-    for (mm_time t = at_ms(0) + hb; t <= at_ms(0) + 3 * s.alive_window && !dead_at; t += hb) {
-      h.advance(t);
-      auto a = h.ev(K::heartbeat_missed, 0);
-      if (find(a, A::send_probe)) {
-        probe_sent = true;
-        auto fired = h.advance(h.now + s.probe_timeout);  // the probe is never answered
-        if (find(fired, A::disconnect)) dead_at = h.now;
-      }
-    }
-    ASSERT_TRUE(probe_sent);
+    EXPECT_EQ(h.fsm.heartbeat_interval(), s.alive_window / c.misses);
+    // The cut falls anywhere between two heartbeats.
+    const mm_time cut = at_ms(0) + 5 * h.fsm.heartbeat_interval() + mm_ms(137);
+    auto dead_at = run_blackhole(h, s, cut, c.rtt_us);
     ASSERT_TRUE(dead_at.has_value());
-    EXPECT_LE(*dead_at - at_ms(0), s.alive_window + s.probe_timeout);
+    EXPECT_TRUE(has_log(h.all, "probing (answer within"));
+    EXPECT_GT(*dead_at, cut);  // never while it still answered
+    // Left within the window + the accrual timeout: the floor (250 ms) for round trips of
+    // a LAN, never the fixed probe_timeout; the goal is alive_window + 1 s.
+    EXPECT_LE(*dead_at - cut, s.alive_window + std::min(s.probe_floor, s.probe_timeout));
+    EXPECT_LE(*dead_at - cut, s.alive_window + 1s);
     EXPECT_EQ(h.fsm.attempting(), 1u);
+    EXPECT_EQ(find(h.all, A::disconnect)->text, "heartbeat");
   }
+}
+
+TEST(MastersFailover, WithoutMeasuredRoundTripsTheProbeGetsProbeTimeout) {
+  auto s = settings(2, mm_mode::failover);
+  s.alive_window = 10s;
+  s.probe_timeout = 3s;
+  harness h(s);
+  h.beats = false;
+  h.ev(K::start);
+  h.connected(0);
+  EXPECT_EQ(h.fsm.probe_timeout_of(0), 3s);
+  // Silent from the start: the suspicion timer alone (no heartbeat_missed) probes at the
+  // end of the window; the probe gets probe_timeout; then the master is left.
+  auto fired = h.advance(at_ms(0) + 10s);
+  ASSERT_NE(find(fired, A::send_probe), nullptr);
+  EXPECT_EQ(find(fired, A::send_probe)->timeout, 3s);
+  EXPECT_TRUE(has_log(fired, "no answer for 10000 ms"));
+  fired = h.advance(at_ms(0) + 13s - 1ms);
+  EXPECT_EQ(find(fired, A::disconnect), nullptr);
+  fired = h.advance(at_ms(0) + 13s);
+  ASSERT_NE(find(fired, A::disconnect), nullptr);
+  EXPECT_EQ(find(fired, A::disconnect)->text, "heartbeat");
+}
+
+TEST(MastersFailover, RttAccrualTimeoutFollowsMeasuredRoundTrips) {
+  using us = std::chrono::microseconds;
+  rtt_accrual a;
+  EXPECT_FALSE(a.timeout().has_value());
+  a.add(us(1000));
+  a.add(us(1000));
+  EXPECT_FALSE(a.timeout().has_value());
+  a.add(us(1000));
+  // mean 1 ms, sigma floored at 25 ms: 1 + 5.61 * 25 = 141.25 ms
+  EXPECT_EQ(a.timeout()->count(), 141250);
+  rtt_accrual slow;  // a loaded master: 0.8 .. 1.2 s
+  for (int k = 0; k < 100; ++k) slow.add(us(k % 2 ? 1'200'000 : 800'000));
+  EXPECT_NEAR(static_cast<double>(slow.timeout()->count()), 1e6 + 5.61 * 2e5, 1.0);
+  EXPECT_EQ(slow.size(), rtt_accrual::kSamples);  // a sliding window
+  auto s = settings(1, mm_mode::hot);
+  s.probe_timeout = 5s;
+  harness h(s);
+  h.beats = false;
+  h.ev(K::start);
+  h.connected(0);
+  for (int k = 0; k < 5; ++k) h.feed(beat(h.now, 0, us(300)));
+  EXPECT_EQ(h.fsm.probe_timeout_of(0), 250ms);  // the floor
+  for (int k = 0; k < 64; ++k) h.feed(beat(h.now, 0, us(k % 2 ? 1'200'000 : 800'000)));
+  EXPECT_EQ(h.fsm.probe_timeout_of(0), 2122ms);
+  for (int k = 0; k < 64; ++k) h.feed(beat(h.now, 0, us(k % 2 ? 4'000'000 : 2'000'000)));
+  EXPECT_EQ(h.fsm.probe_timeout_of(0), 5s);  // the ceiling: probe_timeout
+}
+
+TEST(MastersFailover, LoadedMasterThatAnswersWithinTheWindowIsKept) {
+  // Round trips of ~1 ms, then the master stalls: pings time out (misses) but it answers
+  // again before a whole window passed. The early probe waits for the window's end and
+  // the late answer keeps the master.
+  auto s = settings(2, mm_mode::failover);
+  s.alive_window = 9s;
+  s.heartbeat_misses = 3;
+  harness h(s);
+  h.beats = false;
+  h.ev(K::start);
+  h.connected(0);
+  for (int k = 1; k <= 10; ++k) {
+    h.advance(at_ms(0) + k * 3s);
+    h.feed(beat(h.now, 0, std::chrono::microseconds(1000)));
+  }
+  const mm_time stall = h.now;  // last answer at 30 s
+  std::vector<mm_action> a;
+  for (int k = 1; k <= 3; ++k) {
+    h.advance(stall + k * 2500ms);
+    auto r = h.ev(K::heartbeat_missed, 0);
+    a.insert(a.end(), r.begin(), r.end());
+  }
+  const mm_action* p = find(a, A::send_probe);
+  ASSERT_NE(p, nullptr);  // 3 misses: a probe...
+  EXPECT_EQ(h.now + p->timeout, stall + 9s);  // ...whose deadline is the window's end
+  EXPECT_EQ(count(h.ev(K::probe_failed, 0), A::disconnect), 0u);  // an early failure waits
+  h.advance(stall + 8900ms);
+  auto late = h.feed(beat(h.now, 0, std::chrono::microseconds(8'900'000)));  // answered late
+  EXPECT_EQ(count(late, A::disconnect), 0u);
+  auto fired = h.advance(stall + 20s);
+  EXPECT_EQ(count(fired, A::disconnect), 0u) << "the deadline found an answer";
+  EXPECT_EQ(h.fsm.active(), 0u);
+  EXPECT_EQ(count(h.all, A::disconnect), 0u);
 }
 
 TEST(MastersFailover, HeartbeatOkOrProbeOkKeepsTheMaster) {
@@ -216,6 +337,7 @@ TEST(MastersFailover, HeartbeatOkOrProbeOkKeepsTheMaster) {
   s.alive_window = 30s;
   s.heartbeat_misses = 3;
   harness h(s);
+  h.beats = false;
   h.ev(K::start);
   h.connected(0);
   // two misses, one ok, two misses: never 3 in a row -> no probe
@@ -241,9 +363,13 @@ TEST(MastersFailover, HeartbeatOkOrProbeOkKeepsTheMaster) {
   auto fired = h.advance(h.now + 10s);  // the probe deadline is stale now
   EXPECT_EQ(count(fired, A::disconnect), 0u);
   EXPECT_EQ(h.fsm.active(), 0u);
-  // a failed probe kills it at once
+  // a failed probe kills it once a whole window passed without an answer (the probe
+  // answered at 60 s: not at 70 s, at 90 s)
+  h.now += 10s;
   for (int i = 0; i < 3; ++i) h.ev(K::heartbeat_missed, 0);
   a = h.ev(K::probe_failed, 0);
+  EXPECT_EQ(find(a, A::disconnect), nullptr);
+  a = h.advance(h.now + 20s);
   ASSERT_NE(find(a, A::disconnect), nullptr);
   EXPECT_EQ(find(a, A::disconnect)->text, "heartbeat");
   EXPECT_EQ(find(a, A::connect)->index, 1u);
@@ -624,10 +750,12 @@ TEST(MastersHot, HeartbeatDeathRetriesThatMaster) {
   h.ev(K::start);
   h.connected(0);
   h.connected(1);
+  h.silent = {0};  // master 1 answers its heartbeats, master 0 nothing
+  h.advance(h.now + 10s);
   h.ev(K::heartbeat_missed, 0);
   auto a = h.ev(K::heartbeat_missed, 0);
   ASSERT_EQ(count(a, A::send_probe), 1u);
-  auto fired = h.advance(h.now + s.probe_timeout);
+  auto fired = h.advance(at_ms(0) + s.alive_window);
   ASSERT_NE(find(fired, A::disconnect), nullptr);
   EXPECT_EQ(find(fired, A::disconnect)->text, "heartbeat");
   EXPECT_FALSE(h.fsm.is_up(0));

@@ -584,6 +584,35 @@ TEST_F(SessionFsm, probe_uses_the_channel_only_when_serving) {
   EXPECT_EQ(reports(o2), (std::vector<mm_event::kind>{mm_event::kind::probe_failed}));
 }
 
+// C2's accrual detector needs when the master answered and how long a ping took.
+TEST_F(SessionFsm, heartbeat_reports_carry_the_answer_time_and_round_trip) {
+  to_serving();
+  auto h = ev(K::heartbeat);
+  h.last_ok = t0 - mm_ms(9000);  // busy link: no ping, the last answer is the request's
+  auto& o = feed(h);
+  ASSERT_NE(find(o, A::report), nullptr);
+  EXPECT_EQ(find(o, A::report)->event.answered, t0 - mm_ms(9000));
+  EXPECT_LT(find(o, A::report)->event.rtt.count(), 0);
+  h.last_ok = t0 - mm_ms(10000);
+  feed(h);
+  auto d = ev(K::ping_done);
+  d.ok = true;
+  d.rtt = std::chrono::microseconds(1234);
+  auto& o2 = feed(d);
+  ASSERT_NE(find(o2, A::report), nullptr);
+  EXPECT_EQ(find(o2, A::report)->event.rtt, std::chrono::microseconds(1234));
+  auto p = ev(K::probe);
+  p.timeout = mm_ms(250);  // masters_fsm's accrual timeout
+  EXPECT_EQ(feed(p).at(0).delay, mm_ms(250));
+  auto pd = ev(K::probe_done);
+  pd.ok = true;
+  pd.rtt = std::chrono::microseconds(777);
+  auto& o3 = feed(pd);
+  ASSERT_NE(find(o3, A::report), nullptr);
+  EXPECT_EQ(find(o3, A::report)->event.type, mm_event::kind::probe_ok);
+  EXPECT_EQ(find(o3, A::report)->event.rtt, std::chrono::microseconds(777));
+}
+
 TEST_F(SessionFsm, flush_one_at_a_time_and_again_while_returns_wait) {
   auto f = ev(K::flush);
   f.queued = 2;
