@@ -80,6 +80,32 @@ const unsigned char* u8(std::string_view s) { return reinterpret_cast<const unsi
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
+// The RSA public key PEMs a minion sends ("PUBLIC KEY" = SPKI, "RSA PUBLIC KEY" = PKCS#1)
+// through OpenSSL's direct ASN.1 readers: about 30x cheaper than building an OSSL_DECODER
+// chain per key (the decoder stays the fallback). An encrypted PEM is refused, never
+// asked a password for (no_password).
+EVP_PKEY* fast_public_pem(std::string_view pem) {
+  const bool spki = pem.find("-----BEGIN PUBLIC KEY-----") != std::string_view::npos;
+  const bool pkcs1 = !spki && pem.find("-----BEGIN RSA PUBLIC KEY-----") != std::string_view::npos;
+  if (!spki && !pkcs1) return nullptr;
+  bio_ptr bio = mem_bio(pem);
+  if (!bio) return nullptr;
+  RSA* rsa = spki ? PEM_read_bio_RSA_PUBKEY(bio.get(), nullptr, no_password, nullptr)
+                  : PEM_read_bio_RSAPublicKey(bio.get(), nullptr, no_password, nullptr);
+  if (rsa == nullptr || RSA_test_flags(rsa, RSA_FLAG_TYPE_MASK) != RSA_FLAG_TYPE_RSA) {  // not RSA-PSS
+    RSA_free(rsa);
+    ERR_clear_error();
+    return nullptr;
+  }
+  EVP_PKEY* k = EVP_PKEY_new();
+  if (k == nullptr || EVP_PKEY_assign_RSA(k, rsa) != 1) {
+    RSA_free(rsa);
+    EVP_PKEY_free(k);
+    return nullptr;
+  }
+  return k;
+}
+
 RSA* legacy_rsa(const rsa_key& k) {
   // RSA_private_encrypt takes a non-const RSA*; it only touches the internally locked
   // blinding / Montgomery caches.
@@ -134,6 +160,12 @@ result<rsa_key> rsa_key::from_public_pem(std::string_view pem) {
   // Like cryptography's load_pem_public_key: SPKI ("PUBLIC KEY") or PKCS#1
   // ("RSA PUBLIC KEY"); a private key PEM is not a public key.
   if (pem.find("PRIVATE KEY-----") != std::string_view::npos) return errc::bad_key;
+  if (EVP_PKEY* fast = fast_public_pem(pem)) {
+    rsa_key out;
+    out.pkey_ = own(fast);
+    out.private_ = false;
+    return out;
+  }
   bio_ptr bio = mem_bio(pem);
   if (!bio) return fail(errc::bad_key);
   EVP_PKEY* k = nullptr;
