@@ -7,6 +7,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}; shift || true
 extra=(-DSYLVITE_WERROR=ON -DSYLVITE_TESTS=ON)
-export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
+export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-12G}
 cmake -S "$here" -B "$build" -G Ninja "${extra[@]}" "$@" >/dev/null
 ninja -C "$build" -j"$(nproc)"

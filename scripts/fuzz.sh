@@ -4,7 +4,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build-fuzz}; secs=${2:-30}
-export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
+export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-12G}
 CC=clang CXX=clang++ cmake -S "$here" -B "$build" -G Ninja -DSYLVITE_FUZZ=ON -DSYLVITE_TESTS=OFF >/dev/null
 ninja -C "$build" -j"$(nproc)" $(ninja -C "$build" -t targets all | sed -n 's/^\(fuzz_[a-z_]*\): .*/\1/p' | sort -u)
 for f in "$build"/fuzz/fuzz_*; do

@@ -12,7 +12,7 @@ cd "$here"
 quick=0; [[ "${1:-}" == "--quick" ]] && quick=1
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-12G}  # normal + ASan + fuzz + demo builds: 5G evicted the ASan objects
 
 # ctest, listing skipped unit tests (GTEST_SKIP); under CI=true a skip fails the stage.
 ctest_noskip() {
@@ -65,8 +65,8 @@ if [[ "${status[build]}" == ok* ]]; then
   export SYLVITE_BIN="$here/build/bin"
   export SYLVITE_VENV_3007="$here/build/venv-3007"
   export PYTHONPATH="$here/tests${PYTHONPATH:+:$PYTHONPATH}"  # the pytest_noskip plugin
-  stage e2e "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider -n 2 --dist loadgroup --timeout 600 tests/e2e
-  stage interop "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider -n 2 --timeout 600 tests/interop
+  stage e2e "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider --durations=12 -n 2 --dist loadgroup --timeout 600 tests/e2e
+  stage interop "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider --durations=12 -n 2 --timeout 600 tests/interop
   # The web console in headless Chromium against a sylvite master and real salt-api (issue 19).
   SYLVITE_SCREENSHOTS="${SYLVITE_SCREENSHOTS:-$here/build/console-screenshots}" \
     stage browser "$SYLVITE_PYTHON" -m pytest -q -rs -p pytest_noskip -p no:cacheprovider --timeout 900 tests/browser
