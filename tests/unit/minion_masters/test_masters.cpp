@@ -193,6 +193,15 @@ struct blackhole_case {
   int rtt_us;  // the measured round trip before the cut (<0: none measured)
 };
 
+// Started and connected to master 0, with no automatic heartbeats: the test reports them.
+harness connected_to_first(masters_settings s) {
+  harness h(std::move(s));
+  h.beats = false;
+  h.ev(K::start);
+  h.connected(0);
+  return h;
+}
+
 mm_event beat(mm_time now, std::size_t i, std::chrono::microseconds rtt) {
   auto e = mm_event::make(K::heartbeat_ok, now, i);
   e.rtt = rtt;
@@ -227,10 +236,7 @@ TEST(MastersFailover, BlackholeDetectedWithinAliveIntervalPlusAccrualTimeout) {
     s.alive_window = std::chrono::seconds(c.alive_s);
     s.heartbeat_misses = c.misses;
     s.probe_timeout = mm_ms(c.probe_ms);
-    harness h(s);
-    h.beats = false;
-    h.ev(K::start);
-    h.connected(0);
+    harness h = connected_to_first(s);
     EXPECT_EQ(h.fsm.heartbeat_interval(), s.alive_window / c.misses);
     // The cut falls anywhere between two heartbeats.
     const mm_time cut = at_ms(0) + 5 * h.fsm.heartbeat_interval() + mm_ms(137);
@@ -251,10 +257,7 @@ TEST(MastersFailover, WithoutMeasuredRoundTripsTheProbeGetsProbeTimeout) {
   auto s = settings(2, mm_mode::failover);
   s.alive_window = 10s;
   s.probe_timeout = 3s;
-  harness h(s);
-  h.beats = false;
-  h.ev(K::start);
-  h.connected(0);
+  harness h = connected_to_first(s);
   EXPECT_EQ(h.fsm.probe_timeout_of(0), 3s);
   // Silent from the start: the suspicion timer alone (no heartbeat_missed) probes at the
   // end of the window; the probe gets probe_timeout; then the master is left.
@@ -285,10 +288,7 @@ TEST(MastersFailover, RttAccrualTimeoutFollowsMeasuredRoundTrips) {
   EXPECT_EQ(slow.size(), rtt_accrual::kSamples);  // a sliding window
   auto s = settings(1, mm_mode::hot);
   s.probe_timeout = 5s;
-  harness h(s);
-  h.beats = false;
-  h.ev(K::start);
-  h.connected(0);
+  harness h = connected_to_first(s);
   for (int k = 0; k < 5; ++k) h.feed(beat(h.now, 0, us(300)));
   EXPECT_EQ(h.fsm.probe_timeout_of(0), 250ms);  // the floor
   for (int k = 0; k < 64; ++k) h.feed(beat(h.now, 0, us(k % 2 ? 1'200'000 : 800'000)));
@@ -304,10 +304,7 @@ TEST(MastersFailover, LoadedMasterThatAnswersWithinTheWindowIsKept) {
   auto s = settings(2, mm_mode::failover);
   s.alive_window = 9s;
   s.heartbeat_misses = 3;
-  harness h(s);
-  h.beats = false;
-  h.ev(K::start);
-  h.connected(0);
+  harness h = connected_to_first(s);
   for (int k = 1; k <= 10; ++k) {
     h.advance(at_ms(0) + k * 3s);
     h.feed(beat(h.now, 0, std::chrono::microseconds(1000)));
@@ -336,10 +333,7 @@ TEST(MastersFailover, HeartbeatOkOrProbeOkKeepsTheMaster) {
   auto s = settings(2, mm_mode::failover);
   s.alive_window = 30s;
   s.heartbeat_misses = 3;
-  harness h(s);
-  h.beats = false;
-  h.ev(K::start);
-  h.connected(0);
+  harness h = connected_to_first(s);
   // two misses, one ok, two misses: never 3 in a row -> no probe
   for (K k : {K::heartbeat_missed, K::heartbeat_missed, K::heartbeat_ok, K::heartbeat_missed, K::heartbeat_missed}) {
     h.now += 10s;
