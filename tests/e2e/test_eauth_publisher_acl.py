@@ -8,6 +8,7 @@ connect, as Salt's 0750 root-owned sock_dir by default); this test opens its own
 master's socket to everyone to exercise the ACL. Needs root (useradd); CI runs as root.
 """
 import os
+import shutil
 import stat
 import subprocess
 import uuid
@@ -39,10 +40,17 @@ def open_up(path: Path):
 
 
 def salt_as(master, user, *args, env_extra=None):
+    # The CLI is copied into the test's own (opened) tree: the build folder may sit under
+    # a directory other users cannot enter (a clone in `mktemp -d`, mode 0700).
+    exe = master.root / "bin" / "salt"
+    if not exe.exists():
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(BIN / "salt", exe)
+        open_up(exe)
     env = dict(os.environ, HOME="/tmp", **(env_extra or {}))
     env.pop("SUDO_USER", None)
     env.update(env_extra or {})
-    cmd = ["runuser", "-u", user, "--", str(BIN / "salt"), "-c", str(master.conf_dir), *args]
+    cmd = ["runuser", "-u", user, "--", str(exe), "-c", str(master.conf_dir), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -67,6 +75,7 @@ def test_publisher_acl_by_peer_uid(env):
         assert stat.S_IMODE(sock.stat().st_mode) == 0o600
         r = salt_as(master, fred.name, "alpha", "test.ping")
         assert r.returncode != 0, r.stdout + r.stderr  # cannot even connect
+        assert "failed to execute" not in r.stderr, r.stderr  # refused by the socket, not by exec
 
         # Open this test master's socket to everyone to exercise publisher_acl.
         open_up(master.conf_dir / "master")
