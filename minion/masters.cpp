@@ -155,15 +155,10 @@ std::vector<mm_action> masters_fsm::handle(const mm_event& ev) {
       }
       break;
     case k::heartbeat_ok:
-      if (i < m_.size() && m_[i].state == master::st::up)
-        for (auto r : ev.samples) m_[i].rtt.add(r);
-      on_answer(o, i, ev.answered == mm_time{} ? ev.now : std::min(ev.answered, ev.now), ev.rtt);
+      on_answer(o, i, ev.answered == mm_time{} ? ev.now : std::min(ev.answered, ev.now), ev.rtt, ev.samples);
       break;
     case k::heartbeat_missed: on_heartbeat_missed(o, i, ev.now); break;
-    case k::probe_ok:
-      if (m_[i].probing && m_[i].state == master::st::up && ev.rtt.count() >= 0) m_[i].rtt.add(ev.rtt);
-      on_probe(o, i, ev.now, true);
-      break;
+    case k::probe_ok: on_probe(o, i, ev.now, true, ev.rtt); break;
     case k::probe_failed: on_probe(o, i, ev.now, false); break;
     case k::timer: on_timer(o, ev); break;
     case k::job_started: jobs_.insert(ev.jid); break;
@@ -363,9 +358,14 @@ void masters_fsm::on_heartbeat_missed(out& o, std::size_t i, mm_time now) {
   suspect(o, i, now, std::to_string(m.misses.size()) + " heartbeats missed");
 }
 
-void masters_fsm::on_answer(out& o, std::size_t i, mm_time at, std::chrono::microseconds rtt) {
+// Every answer from an up master goes through here, with the round trips it measured (the
+// accrual detector's samples): `rtt` of this answer (-1: none) and `samples` of other light
+// requests since the last report.
+void masters_fsm::on_answer(out& o, std::size_t i, mm_time at, std::chrono::microseconds rtt,
+                            std::span<const std::chrono::microseconds> samples) {
   master& m = m_[i];
   if (m.state != master::st::up) return;
+  for (auto r : samples) m.rtt.add(r);
   if (rtt.count() >= 0) m.rtt.add(rtt);
   m.misses.clear();
   m.probing = false;  // alive: the probe's deadline finds nothing to do
@@ -401,11 +401,11 @@ void masters_fsm::suspect(out& o, std::size_t i, mm_time now, const std::string&
   arm(o, timer_id{timer_id::kind::probe_deadline, i}, deadline);
 }
 
-void masters_fsm::on_probe(out& o, std::size_t i, mm_time now, bool ok) {
+void masters_fsm::on_probe(out& o, std::size_t i, mm_time now, bool ok, std::chrono::microseconds rtt) {
   master& m = m_[i];
   if (m.probing && m.state == master::st::up) {  // C2 liveness probe
     if (ok) {
-      on_answer(o, i, now, std::chrono::microseconds(-1));
+      on_answer(o, i, now, rtt);
       armed_.erase(timer_id{timer_id::kind::probe_deadline, i});
       return;
     }

@@ -107,6 +107,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -251,9 +252,11 @@ class masters_fsm {
   void on_attempt_failed(out& o, std::size_t i, mm_time now, const std::string& why, bool dns);
   void on_dead(out& o, std::size_t i, mm_time now, const std::string& why);
   void on_heartbeat_missed(out& o, std::size_t i, mm_time now);
-  void on_answer(out& o, std::size_t i, mm_time at, std::chrono::microseconds rtt);
+  void on_answer(out& o, std::size_t i, mm_time at, std::chrono::microseconds rtt,
+                 std::span<const std::chrono::microseconds> samples = {});
   void suspect(out& o, std::size_t i, mm_time now, const std::string& why);
-  void on_probe(out& o, std::size_t i, mm_time now, bool ok);
+  void on_probe(out& o, std::size_t i, mm_time now, bool ok,
+                std::chrono::microseconds rtt = std::chrono::microseconds(-1));
   void on_aes(out& o, std::size_t i, mm_time now);
 
   // failover

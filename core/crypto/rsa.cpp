@@ -1,7 +1,8 @@
 // sylvite::crypto RSA: key loading/generation/PEM output, OAEP, PKCS#1 v1.5 signatures and
 // the X9.31 raw operations Salt uses for tokens and the AES-key signature.
-// Thread-safety: an rsa_key shares one immutable EVP_PKEY; every operation creates its own
-// EVP_PKEY_CTX / EVP_MD_CTX, so const operations run concurrently. The X9.31 calls go
+// Thread-safety: an rsa_key shares one immutable EVP_PKEY; every operation uses its own
+// EVP_PKEY_CTX / EVP_MD_CTX (the private-key ones cached per thread, see thread_ctx), so
+// const operations run concurrently. The X9.31 calls go
 // through the legacy RSA object cached inside the EVP_PKEY (OpenSSL fills that cache under
 // the key's lock; RSA blinding is per-thread-safe inside OpenSSL).
 #include <openssl/bio.h>
@@ -10,6 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
+#include <openssl/sha.h>
 
 #include <memory>
 #include <string>
@@ -257,20 +259,54 @@ result<std::string> oaep_encrypt(const rsa_key& pub, std::string_view plain, enc
   return out;
 }
 
+namespace {
+// A private-key operation on the same key repeats on every sign-in (the master's key: one
+// OAEP decrypt of the token, one signature of the reply). Creating and initialising an
+// EVP_PKEY_CTX each time costs a provider fetch, a key export check and the parameter
+// setters, so each thread keeps one initialised context per operation and reuses it while
+// the key is the same one: the weak_ptr compares the key's control block, so a freed key
+// whose address is reused by another never matches, and it keeps no key material alive.
+// A failed operation drops the context (the next call starts clean).
+struct thread_ctx {
+  std::weak_ptr<evp_pkey_st> key;
+  int variant = -1;
+  pkey_ctx_ptr ctx;
+
+  template <class Init>
+  EVP_PKEY_CTX* get(const rsa_key& k, int v, Init init) {
+    const auto& sp = k.shared();
+    if (ctx && variant == v && !key.expired() && !key.owner_before(sp) && !sp.owner_before(key))
+      return ctx.get();
+    ctx.reset(EVP_PKEY_CTX_new_from_pkey(nullptr, k.native(), nullptr));
+    if (!ctx || !init(ctx.get())) {
+      ctx.reset();
+      return nullptr;
+    }
+    key = sp;
+    variant = v;
+    return ctx.get();
+  }
+  void drop() noexcept { ctx.reset(); }
+};
+}  // namespace
+
 result<std::string> oaep_decrypt(const rsa_key& priv, std::string_view cipher, enc_algo a) {
   if (!priv.valid() || !priv.has_private()) return errc::bad_key;
   // cryptography insists on a ciphertext of exactly the modulus length.
   if (cipher.size() != priv.size_bytes()) return errc::decrypt_failed;
-  pkey_ctx_ptr ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, priv.native(), nullptr));
-  if (!ctx || EVP_PKEY_decrypt_init(ctx.get()) <= 0 || !setup_oaep(ctx.get(), a))
-    return fail(errc::openssl_error);
-  std::size_t len = 0;
-  if (EVP_PKEY_decrypt(ctx.get(), nullptr, &len, u8(cipher), cipher.size()) <= 0)
+  thread_local thread_ctx cache;
+  EVP_PKEY_CTX* ctx = cache.get(priv, static_cast<int>(a), [a](EVP_PKEY_CTX* c) {
+    return EVP_PKEY_decrypt_init(c) > 0 && setup_oaep(c, a);
+  });
+  if (ctx == nullptr) return fail(errc::openssl_error);
+  // The plaintext is at most k - 2*hLen - 2 bytes: one call into a k-byte buffer.
+  std::string out(cipher.size(), '\0');
+  std::size_t len = out.size();
+  if (EVP_PKEY_decrypt(ctx, reinterpret_cast<unsigned char*>(out.data()), &len, u8(cipher),
+                       cipher.size()) <= 0) {
+    cache.drop();
     return fail(errc::decrypt_failed);
-  std::string out(len, '\0');
-  if (EVP_PKEY_decrypt(ctx.get(), reinterpret_cast<unsigned char*>(out.data()), &len, u8(cipher),
-                       cipher.size()) <= 0)
-    return fail(errc::decrypt_failed);
+  }
   out.resize(len);
   return out;
 }
@@ -279,18 +315,29 @@ result<std::string> oaep_decrypt(const rsa_key& priv, std::string_view cipher, e
 
 result<std::string> sign(const rsa_key& priv, std::string_view data, sig_algo a) {
   if (!priv.valid() || !priv.has_private()) return errc::bad_key;
-  md_ctx_ptr mctx(EVP_MD_CTX_new());
-  EVP_PKEY_CTX* pctx = nullptr;  // owned by mctx
-  if (!mctx || EVP_DigestSignInit(mctx.get(), &pctx, sig_md(a), nullptr, priv.native()) != 1 ||
-      EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) <= 0)
+  // Hash, then sign the digest with a per-thread context whose signature_md is set: the
+  // same PKCS#1 v1.5 signature (DigestInfo of the hash) as EVP_DigestSign.
+  unsigned char digest[SHA224_DIGEST_LENGTH > SHA_DIGEST_LENGTH ? SHA224_DIGEST_LENGTH : SHA_DIGEST_LENGTH];
+  std::size_t dlen = 0;
+  if (a == sig_algo::pkcs1v15_sha224) {
+    SHA224(u8(data), data.size(), digest);
+    dlen = SHA224_DIGEST_LENGTH;
+  } else {
+    SHA1(u8(data), data.size(), digest);
+    dlen = SHA_DIGEST_LENGTH;
+  }
+  thread_local thread_ctx cache;
+  EVP_PKEY_CTX* ctx = cache.get(priv, static_cast<int>(a), [a](EVP_PKEY_CTX* c) {
+    return EVP_PKEY_sign_init(c) > 0 && EVP_PKEY_CTX_set_rsa_padding(c, RSA_PKCS1_PADDING) > 0 &&
+           EVP_PKEY_CTX_set_signature_md(c, sig_md(a)) > 0;
+  });
+  if (ctx == nullptr) return fail(errc::openssl_error);
+  std::string out(priv.size_bytes(), '\0');
+  std::size_t len = out.size();
+  if (EVP_PKEY_sign(ctx, reinterpret_cast<unsigned char*>(out.data()), &len, digest, dlen) <= 0) {
+    cache.drop();
     return fail(errc::openssl_error);
-  std::size_t len = 0;
-  if (EVP_DigestSign(mctx.get(), nullptr, &len, u8(data), data.size()) != 1)
-    return fail(errc::openssl_error);
-  std::string out(len, '\0');
-  if (EVP_DigestSign(mctx.get(), reinterpret_cast<unsigned char*>(out.data()), &len, u8(data),
-                     data.size()) != 1)
-    return fail(errc::openssl_error);
+  }
   out.resize(len);
   return out;
 }

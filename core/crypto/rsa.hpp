@@ -46,6 +46,7 @@ class rsa_key {
   std::string public_pem() const;
   std::size_t size_bytes() const;  // modulus length k
   evp_pkey_st* native() const noexcept { return pkey_.get(); }
+  const std::shared_ptr<evp_pkey_st>& shared() const noexcept { return pkey_; }
 
  private:
   std::shared_ptr<evp_pkey_st> pkey_;
