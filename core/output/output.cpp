@@ -407,7 +407,7 @@ std::string strip_esc(std::string s) {
   return s;
 }
 
-std::string py_float_repr(double d) { return wire::py_float_repr(d, wire::py_style::floats::python); }
+std::string py_float_repr(double d) { return wire::py_float_repr(d); }
 
 std::string py_repr(const wire::value& v) { return wire::py_repr(v, wire::py_style_output); }
 

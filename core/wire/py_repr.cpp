@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
 namespace sylvite::wire {
 namespace {
@@ -88,50 +87,6 @@ std::string float_python(double d) {
   return out + ebuf;
 }
 
-// Shortest %g that reads back as d.
-std::string shortest_g(double d) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  return buf;
-}
-
-std::string float_g_fixed(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
-  std::string s = shortest_g(d);
-  auto e = s.find('e');
-  if (e != std::string::npos) {
-    int exp = std::atoi(s.c_str() + e + 1);
-    if (exp < -4 || exp >= 16) return s;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17f", d);
-    std::string f(buf);
-    for (int prec = 0; prec <= 17; ++prec) {
-      std::snprintf(buf, sizeof buf, "%.*f", prec, d);
-      if (std::strtod(buf, nullptr) == d) {
-        f = buf;
-        break;
-      }
-    }
-    s = f;
-  }
-  if (s.find('.') == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string float_g(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
-  std::string s = shortest_g(d);
-  if (s.find('e') != std::string::npos) return s;
-  if (s.find('.') == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
-  return s;
-}
-
 // A binary's bytes; an ext value's too, unless the style takes text as wire::as_text does.
 std::string bytes_text(const value& v, py_style::bytes mode) {
   if (mode == py_style::bytes::as_text) {
@@ -144,12 +99,7 @@ std::string bytes_text(const value& v, py_style::bytes mode) {
 
 }  // namespace
 
-std::string py_float_repr(double d, py_style::floats format) {
-  switch (format) {
-    case py_style::floats::g_fixed: return float_g_fixed(d);
-    case py_style::floats::g: return float_g(d);
-    case py_style::floats::python: break;
-  }
+std::string py_float_repr(double d) {
   return float_python(d);
 }
 
@@ -197,7 +147,7 @@ std::string py_repr(const value& v, const py_style& style) {
     case value::value_t::boolean: return v.get<bool>() ? "True" : "False";
     case value::value_t::number_integer: return std::to_string(v.get<std::int64_t>());
     case value::value_t::number_unsigned: return std::to_string(v.get<std::uint64_t>());
-    case value::value_t::number_float: return py_float_repr(v.get<double>(), style.float_format);
+    case value::value_t::number_float: return py_float_repr(v.get<double>());
     case value::value_t::string: return py_str_repr(v.get_ref<const std::string&>(), style.string_escapes);
     case value::value_t::binary:
       if (style.binary == py_style::bytes::as_bytes) return py_bytes_repr(bytes_text(v, style.binary));

@@ -1,5 +1,5 @@
 // Unit tests for core/wire/py_repr.hpp: Python repr()/str() in the three caller styles,
-// including where the match and ACL styles knowingly differ from CPython.
+// floats as CPython in every style.
 #include <gtest/gtest.h>
 
 #include "core/wire/py_repr.hpp"
@@ -7,7 +7,6 @@
 namespace sylvite::wire {
 namespace {
 
-using floats = py_style::floats;
 using strings = py_style::strings;
 
 TEST(PyRepr, FloatPython) {
@@ -21,14 +20,16 @@ TEST(PyRepr, FloatPython) {
   EXPECT_EQ(py_float_repr(21183886914793296.0), "2.1183886914793296e+16");
 }
 
-TEST(PyRepr, FloatLegacyStylesKeepTheirOutput) {
-  EXPECT_EQ(py_float_repr(100.0, floats::g_fixed), "100.0");
-  EXPECT_EQ(py_float_repr(1e15, floats::g_fixed), "1000000000000000.0");
-  EXPECT_EQ(py_float_repr(1.5e-5, floats::g_fixed), "1.5e-05");
-  EXPECT_EQ(py_float_repr(21183886914793296.0, floats::g_fixed), "21183886914793296.0");
-  EXPECT_EQ(py_float_repr(1.5, floats::g), "1.5");
-  EXPECT_EQ(py_float_repr(2.0, floats::g), "2.0");
-  EXPECT_EQ(py_float_repr(100.0, floats::g), "1e+02");
+TEST(PyRepr, EveryStylePrintsFloatsAsPython) {
+  // Salt str()s the value for the matchers and the eauth argument check too.
+  for (const py_style& st : {py_style_output, py_style_match, py_style_acl}) {
+    EXPECT_EQ(py_repr(value(100.0), st), "100.0");
+    EXPECT_EQ(py_repr(value(2.0), st), "2.0");
+    EXPECT_EQ(py_repr(value(1e15), st), "1000000000000000.0");
+    EXPECT_EQ(py_repr(value(1.5e-5), st), "1.5e-05");
+    EXPECT_EQ(py_repr(value(21183886914793296.0), st), "2.1183886914793296e+16");
+    EXPECT_EQ(py_str(value(100.0), st), "100.0");
+  }
 }
 
 TEST(PyRepr, StringEscapes) {
