@@ -207,6 +207,10 @@ struct api_server::impl : std::enable_shared_from_this<impl> {
   template <class Stream>
   asio::awaitable<void> session(std::shared_ptr<connection<Stream>> c, std::uint64_t key, std::string remote);
   template <class Stream>
+  asio::awaitable<std::optional<token_data>> authorize_stream(std::shared_ptr<connection<Stream>> c,
+                                                              std::shared_ptr<const api_request> auth,
+                                                              unsigned version);
+  template <class Stream>
   asio::awaitable<void> events(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
                                std::shared_ptr<const api_request> reqp, unsigned version);
   template <class Stream>
@@ -349,29 +353,37 @@ asio::awaitable<void> api_server::impl::session(std::shared_ptr<connection<Strea
   open.fetch_sub(1);
 }
 
+// /events and /ws: the token lookup reads a file (maybe on a shared file system), so it
+// runs on a worker. A refusal (or a full worker queue: 503) is written here; the caller
+// gets the grant or nothing.
+template <class Stream>
+asio::awaitable<std::optional<token_data>> api_server::impl::authorize_stream(
+    std::shared_ptr<connection<Stream>> c, std::shared_ptr<const api_request> auth, unsigned version) {
+  constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+  auto grant = std::make_shared<std::optional<token_data>>();
+  auto job = submit(c->stream.get_executor(), [this, auth, grant] {
+    api_response refusal;
+    *grant = routes.authorize_stream(*auth, refusal);
+    return refusal;
+  });
+  if (job) co_await job->timer.async_wait(tok);
+  if (job && *grant) co_return std::move(*grant);
+  api_response out = job ? job->res : api_response{503, {}, "application/json", "{\"status\": 503}"};
+  auto http_res = to_http(out, version, false);
+  beast::get_lowest_layer(c->stream).expires_after(kWriteTimeout);
+  co_await http::async_write(c->stream, http_res, tok);
+  co_return std::nullopt;
+}
+
 template <class Stream>
 asio::awaitable<void> api_server::impl::events(std::shared_ptr<connection<Stream>> c, std::uint64_t key,
                                                std::shared_ptr<const api_request> reqp, unsigned version) {
   constexpr auto tok = asio::as_tuple(asio::use_awaitable);
   const api_request& req = *reqp;
   auto& lowest = beast::get_lowest_layer(c->stream);
-  // The token lookup reads a file (maybe on a shared file system): on a worker.
-  auto grant = std::make_shared<std::optional<token_data>>();
-  auto shared_req = reqp;
-  auto job = submit(c->stream.get_executor(), [this, shared_req, grant] {
-    api_response refusal;
-    *grant = routes.authorize_stream(*shared_req, refusal);
-    return refusal;
-  });
-  if (job) co_await job->timer.async_wait(tok);
-  if (!job || !*grant) {
-    api_response out = job ? job->res : api_response{503, {}, "application/json", "{\"status\": 503}"};
-    auto http_res = to_http(out, version, false);
-    lowest.expires_after(kWriteTimeout);
-    co_await http::async_write(c->stream, http_res, tok);
-    co_return;
-  }
-  const double expire = (*grant)->expire;
+  auto grant = co_await authorize_stream(c, reqp, version);
+  if (!grant) co_return;
+  const double expire = grant->expire;
   auto feed = std::make_shared<sse_feed>(c->stream.get_executor());
   const std::size_t qmax = d.routes.opts.sse_queue_events;
   feed->sub = d.hub->subscribe_all([feed, qmax](const std::string& tag, const value& data) {
@@ -392,7 +404,7 @@ asio::awaitable<void> api_server::impl::events(std::shared_ptr<connection<Stream
     feeds[key] = feed;
   }
   routes.counters().sse_clients++;
-  spdlog::info("api: /events stream opened for {} from {}", (*grant)->who.name, req.remote);
+  spdlog::info("api: /events stream opened for {} from {}", grant->who.name, req.remote);
   std::string head = "HTTP/1." + std::to_string(version % 10) +
                      " 200 OK\r\nServer: sylvite\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                      "Connection: keep-alive\r\nAccess-Control-Allow-Origin: *\r\nTransfer-Encoding: chunked\r\n\r\n";
@@ -502,22 +514,10 @@ asio::awaitable<void> api_server::impl::websocket_stream(std::shared_ptr<connect
     }
     auth->query = q;
   }
-  auto grant = std::make_shared<std::optional<token_data>>();
-  auto job = submit(c->stream.get_executor(), [this, auth, grant] {
-    api_response refusal;
-    *grant = routes.authorize_stream(*auth, refusal);
-    return refusal;
-  });
-  if (job) co_await job->timer.async_wait(tok);
-  if (!job || !*grant) {
-    api_response out = job ? job->res : api_response{503, {}, "application/json", "{\"status\": 503}"};
-    auto http_res = to_http(out, hreq.version(), false);
-    lowest.expires_after(kWriteTimeout);
-    co_await http::async_write(c->stream, http_res, tok);
-    co_return;
-  }
-  const double expire = (*grant)->expire;
-  const identity who = (*grant)->who;
+  auto grant = co_await authorize_stream(c, auth, hreq.version());
+  if (!grant) co_return;
+  const double expire = grant->expire;
+  const identity who = grant->who;
   lowest.expires_never();  // the websocket stream keeps its own timeouts
   websocket::stream<Stream&> ws(c->stream);
   websocket::stream_base::timeout to{};

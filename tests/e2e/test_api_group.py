@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+import test_api
 from sylvite_harness import Env, free_port, preaccept, share_master_key, wait_for
 
 SECRET = "group-secret-0123456789"
@@ -39,32 +39,15 @@ FAILOVER = dict(master_type="failover", master_alive_interval=30, random_reauth_
                 auth_timeout=3)
 
 
-class Api:
-    def __init__(self, port: int):
-        self.port = port
-        self.token = None
+class Api(test_api.Api):
+    """test_api's client (plain HTTP here), with a longer default timeout, login() that
+    chains, and one lowstate chunk per call."""
 
-    def request(self, method, path, body=None, headers=None, timeout=90):
-        h = {"Accept": "application/json"}
-        if isinstance(body, (list, dict)):
-            body = json.dumps(body)
-            h["Content-Type"] = "application/json"
-        if self.token:
-            h["X-Auth-Token"] = self.token
-        h.update(headers or {})
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
-        finally:
-            c.close()
+    def request(self, method, path, body=None, headers=None, token=True, timeout=90):
+        return super().request(method, path, body, headers, token, timeout)
 
-    def login(self):
-        st, _, data = self.request("POST", "/login", {"username": "alice", "password": "secret", "eauth": "file"})
-        assert st == 200, data
-        self.token = json.loads(data)["return"][0]["token"]
+    def login(self, user="alice", password="secret"):
+        super().login(user, password)
         return self
 
     def low(self, chunk, timeout=90):
