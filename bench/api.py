@@ -251,7 +251,7 @@ def run_one(kind: str, args, root: Path) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=Path(__file__).read_text().split('"""')[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--procs", type=int, default=4, help="client processes")
     ap.add_argument("--seconds", type=float, default=10.0, help="duration of each figure")
     ap.add_argument("--only", choices=["sylvite", "salt"])

@@ -62,7 +62,7 @@ VARIANTS = {
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=Path(__file__).read_text().split('"""')[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="1000,5000")
     p.add_argument("--only", action="append", choices=sorted(VARIANTS))
     p.add_argument("--quick", action="store_true", help="bench/run --quick (short rounds) with --sizes kept")

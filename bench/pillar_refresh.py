@@ -211,7 +211,7 @@ def run_master(kind: str, a, tmp: Path, tree: Path, keydir: Path) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=Path(__file__).read_text().split('"""')[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=5000, help="minions (default 5000)")
     ap.add_argument("--procs", type=int, default=4, help="client processes (concurrent requests)")
     add_common_args(ap)

@@ -130,7 +130,7 @@ def run_master(kind: str, a, tmp: Path, keydir: Path) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=Path(__file__).read_text().split('"""')[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000, help="events per master (default 1000)")
     ap.add_argument("--batch", type=int, default=50, help="events per _minion_event request")
     add_common_args(ap)

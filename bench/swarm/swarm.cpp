@@ -12,7 +12,16 @@
 //   3. for every publish: decrypt, check the target (glob/list), de-dup the jid, answer
 //      test.ping / test.echo / cmd.run (fixed text, no process) / saltutil.find_job with a
 //      v3 `_return` (session key, nonce, ts, tok) on its pool connection; `bench.hold` is
-//      received but not answered (return-ingest jobs);
+//      received but not answered (return-ingest jobs); saltutil.refresh_pillar first
+//      fetches the minion's pillar with a real `_pillar` request (send_private: the
+//      reply's one-shot key OAEP-decrypted, the master's signature and the nonce checked,
+//      as minion/master_channel.cpp pillar_request), then returns True; test.sleep
+//      returns True after its `length` seconds (a timer, no thread);
+//      a request (return or `_pillar`) refused or dropped because the master is down is
+//      sent again every reconnect_delay within return_timeout (Salt's REQ socket keeps it
+//      queued until the master is back); a reply the minion cannot decrypt (a master that
+//      no longer knows its session key answers "bad load") makes it sign in again and send
+//      once more, as Salt's AsyncReqChannel._crypted_transfer does;
 //   4. publish connection lost -> wait reconnect_delay, sign in again, reconnect (the auth
 //      storm after a master restart). zeromq: libzmq reconnects the SUB socket by itself
 //      and the minion does not notice the restart; the first publish it cannot decrypt
@@ -38,6 +47,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <fstream>
@@ -81,6 +91,7 @@ enum class mstate : int { idle = 0, authenticating, pending, connecting, ready, 
 struct creds_t {
   std::shared_ptr<const crypto::crypticle> aes;
   std::shared_ptr<const crypto::crypticle> session;
+  std::shared_ptr<const crypto::rsa_key> master_pub;  // verifies `_pillar` replies (send_private)
   int publish_port = 0;
 };
 
@@ -115,6 +126,7 @@ struct sim_minion {
   bool zclosed = false;
   bool reauth_wanted = false;
   std::vector<std::pair<wire::value, std::int64_t>> stale;
+  wire::value grains;  // sent with `_pillar` (the master renders the pillar for them)
 
   creds_t get_creds() {
     std::lock_guard lk(creds_mu);
@@ -145,7 +157,10 @@ struct counters_t {
   std::atomic<std::uint64_t> publishes{0}, publish_dropped{0}, publish_not_targeted{0}, publish_dups{0},
       publish_reauth{0}, publish_cache_hits{0};
   std::atomic<std::uint64_t> returns_sent{0}, returns_ok{0}, returns_failed{0}, returns_retried{0},
-      returns_bad_reply{0}, held{0};
+      returns_bad_reply{0}, returns_reauth{0}, returns_reauth_failed{0}, returns_conn_waits{0}, held{0};
+  // saltutil.refresh_pillar: `_pillar` fetches that decoded (ok) or not (failed), re-auths
+  // asked by a reply without `key`, and the top-level keys of the pillars received.
+  std::atomic<std::uint64_t> pillar_ok{0}, pillar_failed{0}, pillar_reauth{0}, pillar_keys{0};
 };
 
 struct ingest_job {
@@ -193,6 +208,22 @@ class swarm {
   // counted again; a stale key now is a drop, not another sign-in).
   void on_publish(sim_minion* m, const wire::value& body, std::int64_t recv_ns, bool replay = false);
   awaitable<void> send_return(sim_minion* m, wire::value load, std::string jid);
+  // saltutil.refresh_pillar: `_pillar` (send_private), counted, then the return (True).
+  awaitable<void> refresh_pillar(sim_minion* m, wire::value ret, std::string jid);
+  awaitable<bool> fetch_pillar(sim_minion* m);
+  // test.sleep: the return (True) after the delay.
+  awaitable<void> delayed_return(sim_minion* m, wire::value ret, std::string jid, milliseconds d);
+  // One try of an AES request on the minion's pool connection, as Salt's request channel:
+  // refused / dropped (master down) -> sent again after reconnect_delay until return_timeout
+  // has passed; then errc::timeout.
+  awaitable<result<wire::value>> request_try(sim_minion* m, const wire::value& body);
+  // A reply that did not decrypt with `old` (the master lost the session key): have the minion sign in
+  // again (zeromq: wake its lifecycle; tcp: drop its publish connection, whose loss makes it
+  // sign in) and wait until it holds a new session key (bounded by return_timeout).
+  awaitable<bool> reauth(sim_minion* m, std::shared_ptr<const crypto::crypticle> old);
+  std::shared_ptr<const crypto::rsa_key> master_key_of(const std::string& pem);
+  std::mutex master_keys_mu_;
+  std::unordered_map<std::string, std::shared_ptr<const crypto::rsa_key>> master_keys_;  // PEM -> key
   awaitable<void> ingest_worker(std::shared_ptr<ingest_job> job);
   // control
   void control_loop();
@@ -302,6 +333,17 @@ bool swarm::prepare() {
     m->id = opt_.id_prefix + num;
     m->req = pool_[i % pool_.size()];
     m->strand.emplace(asio::make_strand(io_));
+    // A few grains a pillar top file or sls can match on: the id, the usual OS grains, the
+    // index in the swarm and a role cycling over four values.
+    m->grains = wire::value::object();
+    m->grains["id"] = m->id;
+    m->grains["os"] = "Debian";
+    m->grains["os_family"] = "Debian";
+    m->grains["osfinger"] = "Debian-12";
+    m->grains["kernel"] = "Linux";
+    m->grains["swarm_index"] = static_cast<std::int64_t>(opt_.first_index + i);
+    static const char* const roles[] = {"web", "db", "cache", "worker"};
+    m->grains["roles"] = wire::value::array({wire::value(roles[(opt_.first_index + i) % 4])});
     by_id_[m->id] = i;
     minions_[i] = std::move(m);
   }
@@ -447,6 +489,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
           m->creds.aes = std::make_shared<const crypto::crypticle>(std::move(*aes));
           m->creds.session = std::make_shared<const crypto::crypticle>(std::move(*sess));
           m->creds.publish_port = res.creds.publish_port;
+          m->creds.master_pub = master_key_of(res.creds.master_pub);
         }
         c_.auth_accepted++;
         m->auth_ok_ns = now_ns();
@@ -644,6 +687,10 @@ void swarm::on_publish(sim_minion* m, const wire::value& body, std::int64_t recv
     ret = cmd_output_;
   } else if (fun == "saltutil.find_job") {
     ret = wire::value::object();
+  } else if (fun == "saltutil.refresh_pillar") {
+    ret = true;
+  } else if (fun == "test.sleep") {
+    ret = true;  // after `length` seconds (a job still running on the minion, e.g. across a master restart)
   } else {
     ret = "'" + fun + "' is not available.";
     success = false;
@@ -658,27 +705,160 @@ void swarm::on_publish(sim_minion* m, const wire::value& body, std::int64_t recv
   r["jid"] = jid;
   r["fun"] = fun;
   r["fun_args"] = arg.is_array() ? arg : wire::value::array();
+  if (fun == "saltutil.refresh_pillar") {
+    asio::co_spawn(*m->strand, refresh_pillar(m, std::move(r), std::move(jid)), asio::detached);
+    return;
+  }
+  if (fun == "test.sleep") {
+    double secs = 0;
+    if (arg.is_array() && !arg.empty()) {
+      if (arg[0].is_number()) {
+        secs = arg[0].get<double>();
+      } else if (auto t = wire::as_text(arg[0])) {
+        secs = std::strtod(std::string(*t).c_str(), nullptr);
+      }
+    }
+    secs = std::clamp(secs, 0.0, 3600.0);
+    asio::co_spawn(*m->strand, delayed_return(m, std::move(r), std::move(jid), ms_of(secs)), asio::detached);
+    return;
+  }
   asio::co_spawn(*m->strand, send_return(m, std::move(r), std::move(jid)), asio::detached);
+}
+
+std::shared_ptr<const crypto::rsa_key> swarm::master_key_of(const std::string& pem) {
+  if (pem.empty()) return nullptr;
+  std::lock_guard lk(master_keys_mu_);
+  auto it = master_keys_.find(pem);
+  if (it != master_keys_.end()) return it->second;
+  auto k = crypto::rsa_key::from_public_pem(pem);
+  if (!k) {
+    spdlog::warn("cannot parse the master's public key: {}", k.error().message());
+    return nullptr;
+  }
+  auto p = std::make_shared<const crypto::rsa_key>(std::move(*k));
+  master_keys_.emplace(pem, p);
+  return p;
+}
+
+awaitable<result<wire::value>> swarm::request_try(sim_minion* m, const wire::value& body) {
+  const auto deadline = std::chrono::steady_clock::now() + ms_of(opt_.return_timeout);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) co_return make_error_code(transport::errc::timeout);
+    wire::value b = body;
+    auto r = co_await m->req->request(std::move(b), left);
+    if (r || stopping_ || r.error() == transport::errc::timeout || r.error() == transport::errc::closed) co_return r;
+    // Refused or dropped: the master is down (restarting). Salt's REQ socket keeps the
+    // message and delivers it when the master is back, within the same timeout.
+    c_.returns_conn_waits++;
+    const milliseconds d = std::min(ms_of(opt_.reconnect_delay), left);
+    co_await sleep_for(d);
+  }
+}
+
+awaitable<bool> swarm::reauth(sim_minion* m, std::shared_ptr<const crypto::crypticle> old) {
+  // On the minion's strand (send_return and refresh_pillar are spawned there).
+  auto renewed = [m, &old] {
+    auto c = m->get_creds();
+    return c.session && c.session != old;
+  };
+  if (renewed()) co_return true;  // the lifecycle signed in again meanwhile
+  if (kind_ == transport::kind::zeromq) {
+    m->reauth_wanted = true;
+    wake(m);
+  } else if (m->pub && m->state.load() == static_cast<int>(mstate::ready)) {
+    boost::system::error_code ec;
+    m->pub->close(ec);  // read_pub ends: wait reconnect_delay, sign in, reconnect
+  }
+  const auto deadline = std::chrono::steady_clock::now() + ms_of(opt_.return_timeout);
+  while (!stopping_ && !renewed() && std::chrono::steady_clock::now() < deadline) co_await sleep_for(milliseconds(50));
+  co_return renewed();
+}
+
+awaitable<bool> swarm::fetch_pillar(sim_minion* m) {
+  // The load of Salt's AsyncRemotePillar.compile_pillar (minion/master_channel.cpp
+  // pillar_request builds the same one).
+  wire::value load = wire::value::object();
+  load["id"] = m->id;
+  load["grains"] = m->grains;
+  load["saltenv"] = wire::value();
+  load["pillarenv"] = wire::value();
+  load["pillar_override"] = wire::value::object();
+  load["extra_minion_data"] = wire::value::object();
+  load["ver"] = "2";
+  load["cmd"] = "_pillar";
+  bool ok = false, reauthed = false;
+  for (int attempt = 0; attempt < std::max(1, opt_.return_tries) && !stopping_;) {
+    auto creds = m->get_creds();
+    if (!creds.session || !creds.master_pub) break;
+    const std::string nonce = crypto::uuid4_hex();
+    wire::value body = minion::package_aes(load, m->who, *creds.session, nonce, std::time(nullptr));
+    auto r = co_await request_try(m, body);
+    if (!r) {
+      ++attempt;  // timed out: the next try (request_channel_tries)
+      continue;
+    }
+    if (!r->is_object() || !wire::find(*r, "key")) {
+      // "bad load": the master does not know this session key (it restarted). Salt signs in
+      // again and asks once more.
+      if (reauthed) break;
+      reauthed = true;
+      c_.pillar_reauth++;
+      if (!co_await reauth(m, creds.session)) break;
+      continue;
+    }
+    auto p = minion::decode_private_reply(*r, m->auth->key(), m->auth->settings().enc, *creds.master_pub,
+                                          m->auth->settings().sig, nonce);
+    if (p) {
+      ok = true;
+      if (p->is_object()) c_.pillar_keys += p->size();
+    } else {
+      spdlog::warn("{}: pillar reply does not decode: {}", m->id, p.error().message());
+    }
+    break;
+  }
+  (ok ? c_.pillar_ok : c_.pillar_failed)++;
+  co_return ok;
+}
+
+awaitable<void> swarm::delayed_return(sim_minion* m, wire::value ret, std::string jid, milliseconds d) {
+  co_await sleep_for(d);
+  co_await send_return(m, std::move(ret), std::move(jid));
+}
+
+awaitable<void> swarm::refresh_pillar(sim_minion* m, wire::value ret, std::string jid) {
+  co_await fetch_pillar(m);
+  co_await send_return(m, std::move(ret), std::move(jid));
 }
 
 awaitable<void> swarm::send_return(sim_minion* m, wire::value load, std::string jid) {
   const std::int64_t sent = now_ns();
-  bool ok = false;
-  for (int attempt = 0; attempt < std::max(1, opt_.return_tries) && !stopping_; ++attempt) {
+  bool ok = false, reauthed = false;
+  for (int attempt = 0; attempt < std::max(1, opt_.return_tries) && !stopping_;) {
     auto creds = m->get_creds();
     if (!creds.session) break;
-    if (attempt > 0) c_.returns_retried++;
     const std::string nonce = crypto::uuid4_hex();
     const auto ts = static_cast<std::int64_t>(std::time(nullptr));
     wire::value body = minion::package_aes(load, m->who, *creds.session, nonce, ts);
     c_.returns_sent++;
-    const milliseconds timeout = ms_of(opt_.return_timeout);
-    auto r = co_await m->req->request(body, timeout);
-    if (!r) continue;  // timeout / disconnected: retry as return_retry_tries does
+    auto r = co_await request_try(m, body);
+    if (!r) {
+      // timed out: the next try, as return_retry_tries does
+      if (++attempt < std::max(1, opt_.return_tries)) c_.returns_retried++;
+      continue;
+    }
     auto d = minion::decode_aes_reply(*r, *creds.session, nonce);
     if (!d) {
       c_.returns_bad_reply++;
-      break;  // Salt would re-authenticate; the bench counts it as lost
+      // Salt's _crypted_transfer: AuthenticationError -> authenticate(), then send once more.
+      if (reauthed) break;
+      reauthed = true;
+      c_.returns_reauth++;
+      if (!co_await reauth(m, creds.session)) {
+        c_.returns_reauth_failed++;
+        break;
+      }
+      continue;
     }
     ok = true;
     break;
@@ -917,6 +1097,13 @@ json swarm::status_json(std::int64_t since_ns) {
               {"returns_failed", c_.returns_failed.load()},
               {"returns_retried", c_.returns_retried.load()},
               {"returns_bad_reply", c_.returns_bad_reply.load()},
+              {"returns_reauth", c_.returns_reauth.load()},
+              {"returns_reauth_failed", c_.returns_reauth_failed.load()},
+              {"returns_conn_waits", c_.returns_conn_waits.load()},
+              {"pillar_ok", c_.pillar_ok.load()},
+              {"pillar_failed", c_.pillar_failed.load()},
+              {"pillar_reauth", c_.pillar_reauth.load()},
+              {"pillar_keys", c_.pillar_keys.load()},
               {"held", c_.held.load()},
               {"now_ns", now_ns()}};
 }
