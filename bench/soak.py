@@ -56,6 +56,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from benchlib.scenarios import _slope  # noqa: E402  (least-squares slope, shared with the long run)
 from benchlib.core import (REPO, Swarm, SylviteMaster, free_port, jid_epoch, loadavg, pct,  # noqa: E402
                            preseed_accepted, proc_cpu_seconds, proc_rss_kb, process_tree, rmtree, stop_all,
                            tcp_established_to)
@@ -98,15 +99,6 @@ def log(msg: str):
 
 def _r(x, nd=2):
     return None if x is None else round(x, nd)
-
-
-def _slope(xs, ys) -> float:
-    n = len(xs)
-    if n < 2:
-        return 0.0
-    mx, my = sum(xs) / n, sum(ys) / n
-    den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
 
 
 def _interrupt(signum, frame):
