@@ -13,6 +13,7 @@
 // Thread-safety: every method may be called from any thread. Nothing here throws.
 #include "master/job_cache.hpp"
 
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -121,18 +122,117 @@ namespace {
 // return re-reads the directory), and at most kMaxIndexedJobs are kept.
 constexpr auto kIndexIdle = std::chrono::seconds(10);
 constexpr std::size_t kMaxIndexedJobs = 64;
-// Queue bound: past it, save_return writes in the caller (back-pressure).
+// Queue bound: past it, save_return writes in the caller (back-pressure). Journal mode
+// keeps it smaller: its writer runs only on idle CPU, and the queue holds the returns.
 constexpr std::size_t kMaxQueued = 200000;
+constexpr std::size_t kMaxQueuedJournal = 20000;
+// Journal writer pacing (run_writer).
+constexpr auto kQuietGap = std::chrono::milliseconds(20);
+constexpr auto kMaxLag = std::chrono::milliseconds(250);
+constexpr std::size_t kWriteAnywayQueued = 5000;
+constexpr std::size_t kJournalChunk = 8;
+constexpr std::size_t kReleaseEvery = 4096;
+// The journal: bounded (past it a return is written on the request path, as sync mode),
+// in small segments (a start replays at most about one segment that was written already).
+constexpr std::uint64_t kJournalMaxBytes = 64ull << 20;
+constexpr std::uint64_t kJournalSegmentBytes = 4ull << 20;
+
+void put_u32(std::string& s, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+bool get_u32(std::string_view s, std::size_t& off, std::uint32_t& v) {
+  if (s.size() - off < 4 || off > s.size()) return false;
+  v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[off + i])) << (8 * i);
+  off += 4;
+  return true;
+}
 }  // namespace
+
+fs::path job_cache::journal_dir(const fs::path& cachedir) { return cachedir / "return_journal"; }
+
+// Body of a journal record (after the jid, spool.hpp keyed_payload): u32 length + id,
+// u8 has_out, u32 length + return.p bytes, then out.p bytes (the rest).
+std::string job_cache::journal_body(const std::string& id, const return_files& f) {
+  std::string b;
+  b.reserve(13 + id.size() + f.rec.size() + f.out.size());
+  put_u32(b, static_cast<std::uint32_t>(id.size()));
+  b += id;
+  b.push_back(f.has_out ? '\1' : '\0');
+  put_u32(b, static_cast<std::uint32_t>(f.rec.size()));
+  b += f.rec;
+  b += f.out;
+  return b;
+}
+
+std::string job_cache::journal_payload(const std::string& jid, const std::string& id, const wire::value& ret_load) {
+  return keyed_payload(jid, journal_body(id, pack_return(ret_load)));
+}
+
+void job_cache::replay_journal() {
+  std::uint64_t after = 0, seen = 0, bad = 0, written = 0;
+  for (;;) {
+    auto recs = journal_->read_after(after, 10000, 16u << 20);
+    if (recs.empty()) break;
+    for (const auto& r : recs) {
+      after = r.seq;
+      ++seen;
+      std::string_view jid, body;
+      std::size_t off = 0;
+      std::uint32_t idn = 0, recn = 0;
+      return_files f;
+      std::string id;
+      bool ok = r.kind == 'R' && split_keyed_payload(r.payload, jid, body) && get_u32(body, off, idn) &&
+                body.size() - off >= idn;
+      if (ok) {
+        id.assign(body.substr(off, idn));
+        off += idn;
+        ok = off < body.size();
+      }
+      if (ok) {
+        f.has_out = body[off++] != 0;
+        ok = get_u32(body, off, recn) && body.size() - off >= recn;
+      }
+      if (!ok || !pki::valid_id(id)) {
+        ++bad;
+        continue;
+      }
+      f.rec.assign(body.substr(off, recn));
+      f.out.assign(body.substr(off + recn));
+      // exists: written before the crash (or first by another return); job_gone: the
+      // job was cleaned since. Both are skipped.
+      if (auto w = write_return(job_dir(std::string(jid)), id, f); w && *w == return_write::written) ++written;
+    }
+  }
+  if (written) syncer_->flush();
+  if (bad) spdlog::error("job cache journal: {} record(s) that are not returns were skipped", bad);
+  if (written)
+    spdlog::info("job cache journal: {} return(s) written into the job cache at start ({} record(s) read)",
+                 written, seen);
+  replayed_ = written;
+  journal_->release(journal_->last_seq());
+}
 
 job_cache::job_cache(fs::path cachedir, std::string hash_type, write_mode mode)
     : dir_(std::move(cachedir) / "jobs"), hash_type_(std::move(hash_type)), mode_(mode) {
   syncer_ = util::group_syncer::shared_for(dir_);
-  if (mode_ == write_mode::async) writer_ = std::thread([this] { run_writer(); });
   if (!crypto::hash_hex("", hash_type_)) {
     spdlog::error("job cache: unknown hash_type '{}', using sha256", hash_type_);
     hash_type_ = "sha256";
   }
+  if (mode_ == write_mode::journal) {
+    auto sp = spool::open(journal_dir(dir_.parent_path()), kJournalMaxBytes, kJournalSegmentBytes,
+                          "job cache journal");
+    if (sp) {
+      journal_ = std::move(*sp);
+      replay_journal();
+    } else {
+      spdlog::error("job cache: the journal in {} cannot be used: returns are written before the ack (sync mode)",
+                    journal_dir(dir_.parent_path()).string());
+      mode_ = write_mode::sync;
+    }
+  }
+  if (mode_ != write_mode::sync) writer_ = std::thread([this] { run_writer(); });
 }
 
 job_cache::~job_cache() {
@@ -145,9 +245,43 @@ job_cache::~job_cache() {
 }
 
 void job_cache::drain() const {
-  if (mode_ != write_mode::async) return;
+  if (mode_ == write_mode::sync) return;
   std::unique_lock lk(q_mu_);
-  idle_cv_.wait(lk, [this] { return q_.empty() && !writing_; });
+  // Write what the writer has not taken yet here, at the caller's priority (the journal
+  // mode's writer runs only on idle CPU), then wait for the batches being written.
+  while (!q_.empty()) write_queued(lk, SIZE_MAX);
+  idle_cv_.wait(lk, [this] { return q_.empty() && !writing_ && inflight_.empty(); });
+}
+
+std::size_t job_cache::write_queued(std::unique_lock<std::mutex>& lk, std::size_t max) const {
+  std::deque<pending_write> batch;
+  if (q_.size() <= max) {
+    batch.swap(q_);
+  } else {
+    for (std::size_t i = 0; i < max; ++i) {
+      batch.push_back(std::move(q_.front()));
+      q_.pop_front();
+    }
+  }
+  if (batch.empty()) return 0;
+  const std::uint64_t first = batch.front().seq;
+  inflight_.push_back(first);
+  lk.unlock();
+  for (const auto& w : batch) write_one(w);
+  syncer_->note();  // one group commit for the whole batch
+  lk.lock();
+  inflight_.erase(std::find(inflight_.begin(), inflight_.end(), first));
+  idle_cv_.notify_all();
+  return batch.size();
+}
+
+void job_cache::note_activity() const {
+  last_activity_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+std::chrono::steady_clock::time_point job_cache::last_activity() const {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::steady_clock::duration(last_activity_ns_.load(std::memory_order_relaxed)));
 }
 
 std::size_t job_cache::indexed_jobs() const {
@@ -156,28 +290,60 @@ std::size_t job_cache::indexed_jobs() const {
 }
 
 void job_cache::run_writer() {
-  // Below the request threads: under CPU contention the acks (and sign-ins) go first and
-  // the writes trail (they were acked already; drain() covers readers).
-  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+  if (mode_ == write_mode::journal) {
+    // Acknowledged already and in the journal: the layout may trail, so the writer takes
+    // only CPU nothing else wants (drain() and the queue bound write in the caller).
+    struct sched_param sp {};
+    if (::sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+  } else {
+    // Below the request threads: under CPU contention the acks (and sign-ins) go first
+    // and the writes trail (they were acked already; drain() covers readers).
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+  }
   std::unique_lock lk(q_mu_);
+  std::size_t unreleased = 0;  // journal: records written since the last release
   for (;;) {
     q_cv_.wait(lk, [this] { return stop_ || !q_.empty(); });
     if (q_.empty()) return;  // stopping, everything written
-    if (!stop_) {
-      // Let the burst of a fan-out gather (fewer wake-ups and syncs); readers that drain()
-      // wait at most this long more.
-      writing_ = true;
-      lk.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      lk.lock();
-    }
-    std::deque<pending_write> batch;
-    batch.swap(q_);
     writing_ = true;
-    lk.unlock();
-    for (const auto& w : batch) write_one(w);
-    syncer_->note();  // one group commit for the whole batch
-    lk.lock();
+    if (journal_) {
+      // Write between bursts: a mkdir can hold a core for a while in the kernel, even at
+      // SCHED_IDLE, so the writer waits until no job was published and no return queued
+      // for kQuietGap (unless the queue is long), and writes small chunks.
+      // A return waits at most kMaxLag for that (a steady trickle has no quiet moment).
+      while (!stop_ && !q_.empty() && q_.size() < kWriteAnywayQueued) {
+        const auto now = std::chrono::steady_clock::now();
+        const auto idle = now - last_activity();
+        const auto lag = now - q_.front().queued_at;
+        if (idle >= kQuietGap || lag >= kMaxLag) break;
+        lk.unlock();
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kQuietGap - idle, kMaxLag - lag));
+        lk.lock();
+      }
+      unreleased += write_queued(lk, stop_ ? SIZE_MAX : kJournalChunk);
+      if (q_.empty() || unreleased >= kReleaseEvery) {
+        // Release the journal up to the first record not yet written (queued, or in a
+        // batch a reader is writing); what is written so far is durable after the flush.
+        std::uint64_t upto = journal_->last_seq();
+        if (!q_.empty()) upto = std::min(upto, q_.front().seq - 1);
+        for (auto f : inflight_) upto = std::min(upto, f - 1);
+        unreleased = 0;
+        lk.unlock();
+        syncer_->flush();
+        journal_->release(upto);
+        lk.lock();
+      }
+    } else {
+      if (!stop_) {
+        // Let the burst of a fan-out gather (fewer wake-ups and syncs); readers that
+        // drain() write what is queued themselves.
+        lk.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        lk.lock();
+      }
+      write_queued(lk, SIZE_MAX);
+    }
     writing_ = false;
     idle_cv_.notify_all();
   }
@@ -220,7 +386,7 @@ result<job_cache::return_write> job_cache::write_return(const fs::path& dir, con
   return return_write::written;
 }
 
-void job_cache::write_one(const pending_write& w) {
+void job_cache::write_one(const pending_write& w) const {
   auto r = write_return(w.dir, w.id, w.files);
   if (!r) return;
   switch (*r) {
@@ -296,6 +462,7 @@ fs::path job_cache::job_dir(const std::string& jid) const {
 
 result<void> job_cache::save_load(const std::string& jid, const wire::value& load,
                                   const std::vector<std::string>& minions) {
+  note_activity();  // a publish: its returns follow (the journal writer waits)
   try {
     fs::path dir = job_dir(jid);
     if (auto r = util::make_dirs(dir); !r) {
@@ -349,8 +516,13 @@ bool is_jid(const std::string& jid) {
 result<return_record> job_cache::record_return(const std::string& jid, const std::string& id,
                                                const wire::value& ret_load) {
   if (jid == "nocache") return return_record::not_kept;
+  bool known = false;
+  if (mode_ != write_mode::sync) {  // a job in the index needs no stat
+    std::lock_guard lk(idx_mu_);
+    known = idx_.count(jid) != 0;
+  }
   std::error_code ec;
-  bool known = std::filesystem::is_directory(job_dir(jid), ec);
+  if (!known) known = std::filesystem::is_directory(job_dir(jid), ec);
   if (!known && is_jid(jid)) {
     // Salt's store_job calls prep_jid(passed_jid=jid) first, so returns of jobs this
     // master did not publish (minion schedules, cleaned jobs) are kept too.
@@ -369,6 +541,7 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
                    detail::printable(id));
       return util::errc::invalid_argument;
     }
+    if (mode_ == write_mode::journal) return save_return_async(jid, id, ret_load);  // bounded there
     if (mode_ == write_mode::async) {
       std::size_t queued;
       {
@@ -423,13 +596,41 @@ result<bool> job_cache::save_return_async(const std::string& jid, const std::str
   w.files = pack_return(ret_load);
   w.dir = std::move(dir);
   w.id = id;
-  bool wake;
+  std::string record;
+  if (journal_) record = keyed_payload(jid, journal_body(id, w.files));
+  note_activity();
+  bool wake = false;
+  bool journaled = true;
   {
     std::lock_guard lk(q_mu_);
-    // Wake the writer only when it sleeps on an empty queue: while it writes a batch it
-    // looks at the queue again before sleeping (one wake-up per batch, not per return).
-    wake = q_.empty() && !writing_;
-    q_.push_back(std::move(w));
+    if (journal_) {
+      // In the journal before the ack; appended and queued under one lock, so the queue
+      // is in journal order (the writer releases records by sequence). Past the queue's
+      // bound (the writer is far behind: no idle CPU for long) the return is written
+      // here instead, as in sync mode.
+      if (q_.size() >= kMaxQueuedJournal) journaled = false;
+      else if (auto seq = journal_->append('R', record)) w.seq = *seq;
+      else journaled = false;
+    }
+    if (journaled) {
+      // Wake the writer only when it sleeps on an empty queue: while it writes a batch
+      // it looks at the queue again before sleeping (one wake-up per batch, not per return).
+      wake = q_.empty() && !writing_;
+      w.queued_at = std::chrono::steady_clock::now();
+      q_.push_back(std::move(w));
+    }
+  }
+  if (!journaled) {
+    // The queue is at its bound, or the journal is full or failing: written here,
+    // before the ack, as in sync mode.
+    if (auto n = journal_refused_log_.hit())
+      spdlog::warn("job cache journal: {} return(s) written before the ack instead (the writer is behind, or the "
+                   "journal fails)",
+                   n);
+    auto r = write_return(w.dir, w.id, w.files);
+    if (!r) return result<bool>(boost::system::in_place_error, r.error());
+    syncer_->note();
+    return *r == return_write::written;
   }
   if (wake) q_cv_.notify_one();
   return true;

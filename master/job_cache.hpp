@@ -16,17 +16,29 @@
 // empty return.p (skipped by readers). Salt's local_cache never fsyncs and writes in
 // place; flush() waits until everything written so far is on disk.
 // Write modes:
-//   sync  (default; master cluster on a shared cache): save_return writes return.p
-//         before it answers; the first return for (jid, id) is decided by link(2) on disk,
-//         across processes and masters.
-//   async (single master): save_return decides first-wins in memory (an index of the
-//         ids that returned, per recent jid, seeded from the directory after a restart or
-//         eviction) and hands the write to one writer thread; it answers at once, so the
-//         minion's ack waits for no file system call. Readers in this process (get_*,
-//         list_jobs, clean_old, flush) first wait for queued writes (read-your-writes).
-//         A master killed (SIGKILL) can lose the returns still queued (normally < 1 ms of
-//         writes; acked, so the minion will not resend); the writer still uses
-//         temp + link, so no half-written file is ever visible.
+//   sync  (master cluster on a shared cache; or job_cache_journal: False): save_return
+//         writes return.p before it answers; the first return for (jid, id) is decided by
+//         link(2) on disk, across processes and masters.
+//   journal (default for a single master): save_return decides first-wins in memory (an
+//         index of the ids that returned, per recent jid, seeded from the directory after
+//         a restart or eviction), appends the return to the journal (a spool of
+//         checksummed records in cachedir/return_journal, master/spool.hpp: one write(2),
+//         complete before it answers, so before the minion's ack; the same group commit
+//         makes it durable) and queues it for the writer thread, which writes it into
+//         the layout above at idle priority (SCHED_IDLE: it takes only CPU nothing else
+//         wants; a reader that waits for it, or a queue past kMaxQueued, writes in the
+//         caller instead). Once a batch is written and synced its journal records are
+//         released (whole segments removed). At start the journal is replayed into the
+//         layout (a record already there is skipped: the first return.p wins), so an
+//         acknowledged return survives a master crash or SIGKILL as in sync mode. Costs
+//         about one small write(2) per return on the request path instead of a mkdir, a
+//         link and a few more system calls (docs/benchmarks.md, goal 1).
+//   async (job_cache_async: True; single master): as journal without the journal: it
+//         answers at once and a master killed (SIGKILL) can lose the returns still
+//         queued (normally < 1 ms of writes; acked, so the minion will not resend).
+// In journal and async mode readers in this process (get_*, list_jobs, clean_old, flush)
+// first write what is queued (read-your-writes); the writer uses temp + link, so no
+// half-written file is ever visible.
 // On a shared filesystem (cluster) several masters use the same cache concurrently.
 // Thread-safety: all methods are safe to call from any thread; they do blocking disk
 // I/O, so call them from the worker pool, never from an io thread.
@@ -47,9 +59,11 @@
 #include <vector>
 
 #include "core/util/files.hpp"
+#include "core/util/rate_limit.hpp"
 #include "core/util/result.hpp"
 #include "core/wire/value.hpp"
 #include "master/job_store.hpp"
+#include "master/spool.hpp"
 
 namespace sylvite::master {
 
@@ -59,7 +73,7 @@ std::string new_jid();
 
 class job_cache final : public job_store {
  public:
-  enum class write_mode { sync, async };
+  enum class write_mode { sync, async, journal };
   job_cache(std::filesystem::path cachedir, std::string hash_type = "sha256", write_mode mode = write_mode::sync);
   ~job_cache();  // writes queued in async mode are written first
   job_cache(const job_cache&) = delete;
@@ -90,8 +104,15 @@ class job_cache final : public job_store {
   // Block until every write made so far is durable (group commit; see above).
   void flush() override;
   util::group_syncer& syncer() noexcept { return *syncer_; }
-  // Async mode: wait until the writer thread has written everything queued so far.
+  // Journal and async mode: everything queued so far is written into the layout (by the
+  // caller, when the writer thread has not taken it yet).
   void drain() const;
+  write_mode mode() const noexcept { return mode_; }
+  // The journal (cachedir/return_journal) and the payload of one return record in it
+  // (tests write records as a crashed master left them).
+  static std::filesystem::path journal_dir(const std::filesystem::path& cachedir);
+  static std::string journal_payload(const std::string& jid, const std::string& id, const wire::value& ret_load);
+  std::uint64_t replayed() const noexcept { return replayed_; }  // returns written from the journal at start
   std::uint64_t write_conflicts() const noexcept { return conflicts_; }  // lost link races (async)
   std::size_t indexed_jobs() const;                                      // tests
 
@@ -106,6 +127,8 @@ class job_cache final : public job_store {
     std::filesystem::path dir;
     std::string id;
     return_files files;
+    std::uint64_t seq = 0;  // its journal record (journal mode)
+    std::chrono::steady_clock::time_point queued_at;
   };
   // How write_return ended when it did not fail.
   enum class return_write { written, exists, job_gone };
@@ -124,8 +147,16 @@ class job_cache final : public job_store {
   // itself is missing. Logs its failures (errors); the caller logs exists/job_gone.
   static result<return_write> write_return(const std::filesystem::path& dir, const std::string& id,
                                            const return_files& f);
-  void write_one(const pending_write& w);
+  void write_one(const pending_write& w) const;
+  // Under q_mu_ (lk): takes up to max queued returns and writes them (lk unlocked
+  // meanwhile). How many it wrote.
+  std::size_t write_queued(std::unique_lock<std::mutex>& lk, std::size_t max) const;
+  // A publish or a return just now (the journal writer waits for a quiet moment).
+  void note_activity() const;
+  std::chrono::steady_clock::time_point last_activity() const;
   void run_writer();
+  void replay_journal();
+  static std::string journal_body(const std::string& id, const return_files& f);
 
   std::filesystem::path dir_;
   std::string hash_type_;
@@ -133,13 +164,18 @@ class job_cache final : public job_store {
   write_mode mode_;
   mutable std::mutex idx_mu_;
   std::unordered_map<std::string, job_entry> idx_;
+  std::unique_ptr<spool> journal_;  // journal mode
+  util::log_limiter journal_refused_log_;
+  std::uint64_t replayed_ = 0;
   mutable std::mutex q_mu_;
   mutable std::condition_variable q_cv_;     // work for the writer
   mutable std::condition_variable idle_cv_;  // queue written
-  std::deque<pending_write> q_;
-  bool writing_ = false;
+  mutable std::deque<pending_write> q_;      // journal mode: seq ascending
+  mutable std::vector<std::uint64_t> inflight_;  // first seq of each batch being written
+  bool writing_ = false;  // the writer thread gathers or writes a batch
   bool stop_ = false;
-  std::atomic<std::uint64_t> conflicts_{0};
+  mutable std::atomic<std::uint64_t> conflicts_{0};
+  mutable std::atomic<std::int64_t> last_activity_ns_{0};
   std::thread writer_;
 };
 

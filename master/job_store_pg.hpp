@@ -2,7 +2,7 @@
 // Salt's pgjsonb returner (jids, salt_returns, salt_events; pg_sql.hpp), and the
 // event_return: pgjsonb sink. libpq, no ORM.
 //   Writes: every save_load / add_minions / record_return is appended to the local spool
-//     (pg_spool.hpp) before it returns, so a minion's ack follows a durable write (as the
+//     (spool.hpp) before it returns, so a minion's ack follows a durable write (as the
 //     file cache: in the page cache at once, group-synced a few ms later); one writer
 //     thread sends the spool to PostgreSQL in order, in batches (INSERT ... ON CONFLICT
 //     for jids, COPY for salt_returns), one transaction per batch that also moves the
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "master/job_store.hpp"
-#include "master/pg_spool.hpp"
+#include "master/spool.hpp"
 #include "master/pg_sql.hpp"
 
 namespace sylvite::master::pg {

@@ -209,10 +209,13 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     loaded.signer = std::move(*signer);
   }
   if (auto r = m->keys_->start(std::move(loaded)); !r) return r.error();
-  // Every master writes a return (temp + link, no fsync: group commit) before the minion
-  // gets its ack, so an acknowledged return survives a master crash or SIGKILL; the
-  // cache's async mode (ack before the write) would lose the queued ones, so it stays
-  // off (opt-in for benchmarks: job_cache_async, a sylvite extension).
+  // Every master keeps a return on disk before the minion gets its ack (no fsync: group
+  // commit), so an acknowledged return survives a master crash or SIGKILL: a single
+  // master in its journal (job_cache.hpp, journal mode; return.p follows on idle CPU), a
+  // cluster member (shared cache: first-wins decided on disk across masters) or
+  // job_cache_journal: False as return.p itself. The async mode (ack before the write)
+  // would lose the queued ones, so it stays off (opt-in: job_cache_async, a sylvite
+  // extension).
   // pgjobs (issue 20): master_job_cache: pgjsonb keeps jobs in PostgreSQL (Salt's pgjsonb
   // tables), acknowledged once in its local spool (master/job_store_pg.hpp).
   std::string pg_error;
@@ -231,10 +234,12 @@ result<std::unique_ptr<master_core>> master_core::create(config::master_config c
     if (!pgs) return pgs.error();
     store = std::move(*pgs);
   } else {
-    auto fc = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type,
-                                          (m->cfg_.job_cache_async && !m->cfg_.cluster_id)
-                                              ? job_cache::write_mode::async
-                                              : job_cache::write_mode::sync);
+    auto mode = job_cache::write_mode::sync;
+    if (!m->cfg_.cluster_id) {
+      if (m->cfg_.job_cache_async) mode = job_cache::write_mode::async;
+      else if (m->cfg_.job_cache_journal) mode = job_cache::write_mode::journal;
+    }
+    auto fc = std::make_unique<job_cache>(m->cfg_.cachedir, m->cfg_.hash_type, mode);
     m->file_jobs_ = fc.get();
     store = std::move(fc);
   }

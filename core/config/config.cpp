@@ -509,6 +509,7 @@ void visit_master(master_config& c, V& v) {
   v.integer("pillar_render_workers", c.pillar_render_workers, 1, 256);
   v.integer("pillar_compile_timeout", c.pillar_compile_timeout, 1, 86400);
   v.boolean("job_cache_async", c.job_cache_async);
+  v.boolean("job_cache_journal", c.job_cache_journal);
   v.opt_string("cluster_id", c.cluster_id);
   v.string_list("cluster_peers", c.cluster_peers);
   v.opt_path("cluster_pki_dir", c.cluster_pki_dir);

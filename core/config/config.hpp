@@ -147,6 +147,7 @@ struct master_config {
   // docs/deploy.md recommends 4507). HAProxy checks GET /ready there.
   int health_port = 0;
   bool job_cache_async = false;         // sylvite: ack returns before they are written (loses them on a crash)
+  bool job_cache_journal = true;        // sylvite: journal returns before the ack, write return.p after it
   std::optional<std::string> cluster_secret;
   std::optional<std::string> cluster_pub_fingerprint;
   // sylvite: accept joins with an empty/unset cluster_secret (loud warning). Default refuses.

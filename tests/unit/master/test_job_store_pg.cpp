@@ -15,11 +15,20 @@
 #include "master/event_hub.hpp"
 #include "master/job_store_pg.hpp"
 #include "master/pg_events.hpp"
-#include "master/pg_spool.hpp"
+#include "master/spool.hpp"
 #include "master/pg_sql.hpp"
 
 using namespace sylvite;
 using namespace sylvite::master::pg;
+using sylvite::master::spool;
+using sylvite::master::spool_record;
+using sylvite::master::decode_status;
+using sylvite::master::spool_header_size;
+using sylvite::master::crc32;
+using sylvite::master::keyed_payload;
+using sylvite::master::split_keyed_payload;
+using sylvite::master::encode_record;
+using sylvite::master::decode_record;
 namespace fs = std::filesystem;
 
 namespace {

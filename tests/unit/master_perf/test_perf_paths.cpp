@@ -213,12 +213,16 @@ TEST(JobCacheGroupCommit, PublishLoadReadableAtOnce) {
   EXPECT_EQ(jobs[0].jid, kJid);
 }
 
-// ------------------------------------------------------------------ job cache, async writer
+// ------------------------------------------------------------------ job cache, writer thread
+// The async and journal modes share the in-memory first-wins index and the writer thread.
 using mode = master::job_cache::write_mode;
+class JobCacheQueued : public ::testing::TestWithParam<mode> {};
+INSTANTIATE_TEST_SUITE_P(Modes, JobCacheQueued, ::testing::Values(mode::async, mode::journal),
+                         [](const auto& i) { return i.param == mode::async ? "async" : "journal"; });
 
-TEST(JobCacheAsync, FirstReturnWinsInMemoryAndReadersSeeIt) {
+TEST_P(JobCacheQueued, FirstReturnWinsInMemoryAndReadersSeeIt) {
   temp_dir d;
-  master::job_cache jc(d.path, "sha256", mode::async);
+  master::job_cache jc(d.path, "sha256", GetParam());
   ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {"m1"}));
   EXPECT_TRUE(*jc.save_return(kJid, "m1", ret_load("m1", "first")));
   EXPECT_FALSE(*jc.save_return(kJid, "m1", ret_load("m1", "second")));
@@ -230,9 +234,9 @@ TEST(JobCacheAsync, FirstReturnWinsInMemoryAndReadersSeeIt) {
   EXPECT_EQ(jc.write_conflicts(), 0u);
 }
 
-TEST(JobCacheAsync, ConcurrentDuplicatesExactlyOneWins) {
+TEST_P(JobCacheQueued, ConcurrentDuplicatesExactlyOneWins) {
   temp_dir d;
-  master::job_cache jc(d.path, "sha256", mode::async);
+  master::job_cache jc(d.path, "sha256", GetParam());
   ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
   for (int id = 0; id < 30; ++id) {
     std::atomic<int> wins{0};
@@ -249,15 +253,15 @@ TEST(JobCacheAsync, ConcurrentDuplicatesExactlyOneWins) {
   EXPECT_EQ(jc.get_returns(kJid).size(), 30u);
 }
 
-TEST(JobCacheAsync, AfterARestartReturnsOnDiskStillWin) {
+TEST_P(JobCacheQueued, AfterARestartReturnsOnDiskStillWin) {
   temp_dir d;
   {
-    master::job_cache jc(d.path, "sha256", mode::async);
+    master::job_cache jc(d.path, "sha256", GetParam());
     ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
     ASSERT_TRUE(*jc.save_return(kJid, "m1", ret_load("m1", "before")));
   }  // destructor writes the queue
   ASSERT_TRUE(fs::exists(master::job_cache(d.path).job_dir(kJid) / "m1" / "return.p"));
-  master::job_cache again(d.path, "sha256", mode::async);
+  master::job_cache again(d.path, "sha256", GetParam());
   EXPECT_FALSE(*again.save_return(kJid, "m1", ret_load("m1", "after")));  // seeded from disk
   EXPECT_TRUE(*again.save_return(kJid, "m2", ret_load("m2", "after")));
   auto rets = again.get_returns(kJid);
@@ -265,9 +269,9 @@ TEST(JobCacheAsync, AfterARestartReturnsOnDiskStillWin) {
   EXPECT_EQ(rets["m2"]["return"], "after");
 }
 
-TEST(JobCacheAsync, UnknownJidAndNocacheRefused) {
+TEST_P(JobCacheQueued, UnknownJidAndNocacheRefused) {
   temp_dir d;
-  master::job_cache jc(d.path, "sha256", mode::async);
+  master::job_cache jc(d.path, "sha256", GetParam());
   EXPECT_FALSE(*jc.save_return("20200101000000000000", "m1", ret_load("m1", true)));
   EXPECT_FALSE(jc.save_return(kJid, "../evil", ret_load("x", true)));
   // A job made by another process with the nocache marker.
@@ -280,9 +284,9 @@ TEST(JobCacheAsync, UnknownJidAndNocacheRefused) {
   EXPECT_TRUE(jc.get_returns(kJid).empty());
 }
 
-TEST(JobCacheAsync, IndexIsBoundedAndEvictedJobsStillRefuseDuplicates) {
+TEST_P(JobCacheQueued, IndexIsBoundedAndEvictedJobsStillRefuseDuplicates) {
   temp_dir d;
-  master::job_cache jc(d.path, "sha256", mode::async);
+  master::job_cache jc(d.path, "sha256", GetParam());
   std::vector<std::string> jids;
   for (int i = 0; i < 100; ++i) {
     char buf[32];
@@ -299,9 +303,9 @@ TEST(JobCacheAsync, IndexIsBoundedAndEvictedJobsStillRefuseDuplicates) {
   EXPECT_EQ(jc.get_returns(jids[0]).size(), 2u);
 }
 
-TEST(JobCacheAsync, FlushMakesQueuedReturnsDurable) {
+TEST_P(JobCacheQueued, FlushMakesQueuedReturnsDurable) {
   temp_dir d;
-  master::job_cache jc(d.path, "sha256", mode::async);
+  master::job_cache jc(d.path, "sha256", GetParam());
   ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
   const auto syncs0 = jc.syncer().syncs();
   for (int i = 0; i < 500; ++i) ASSERT_TRUE(*jc.save_return(kJid, "m" + std::to_string(i), ret_load("m", i)));
@@ -312,6 +316,82 @@ TEST(JobCacheAsync, FlushMakesQueuedReturnsDurable) {
   for (auto& e : fs::directory_iterator(jc.job_dir(kJid)))
     if (fs::exists(e.path() / "return.p")) ++files;
   EXPECT_EQ(files, 500u);
+}
+
+// ------------------------------------------------------------------ job cache, journal mode
+std::size_t journal_segments(const fs::path& cachedir) {
+  std::size_t n = 0;
+  for (auto& e : fs::directory_iterator(master::job_cache::journal_dir(cachedir)))
+    if (e.path().extension() == ".spool") ++n;
+  return n;
+}
+
+TEST(JobCacheJournal, ReturnIsInTheJournalWhenSaveReturnAnswers) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::journal);
+  ASSERT_EQ(jc.mode(), mode::journal);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {"m1"}));
+  ASSERT_TRUE(*jc.save_return(kJid, "m1", ret_load("m1", "journaled")));
+  std::uintmax_t bytes = 0;
+  for (auto& e : fs::directory_iterator(master::job_cache::journal_dir(d.path)))
+    if (e.path().extension() == ".spool") bytes += fs::file_size(e.path());
+  // The record (header + jid + id + return.p + out.p) is on disk before the answer; the
+  // newest segment is never removed, so the writer cannot have shrunk it to zero.
+  EXPECT_GT(bytes, 24u + kJid.size() + 2);
+  EXPECT_EQ(jc.get_returns(kJid)["m1"]["return"], "journaled");
+}
+
+TEST(JobCacheJournal, StartReplaysWhatACrashedMasterJournaled) {
+  temp_dir d;
+  const std::string cleaned = "20260101120000999999";
+  {
+    master::job_cache jc(d.path, "sha256", mode::sync);
+    ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {"m1", "m2", "m3"}));
+    ASSERT_TRUE(*jc.save_return(kJid, "m1", ret_load("m1", "on disk first")));
+  }
+  {
+    // What a master killed after its acks left: records whose return.p was not written.
+    auto sp = master::spool::open(master::job_cache::journal_dir(d.path), 1 << 20, 1 << 20, "test");
+    ASSERT_TRUE(sp);
+    for (auto [id, ret] : {std::pair{"m1", "journaled later"}, {"m2", "from the journal"}, {"m3", "also"}})
+      ASSERT_TRUE((*sp)->append('R', master::job_cache::journal_payload(kJid, id, ret_load(id, ret))));
+    ASSERT_TRUE((*sp)->append('R', master::job_cache::journal_payload(cleaned, "m1", ret_load("m1", 1))));
+    ASSERT_TRUE((*sp)->append('R', "not a return"));
+  }
+  {
+    master::job_cache jc(d.path, "sha256", mode::journal);
+    EXPECT_EQ(jc.replayed(), 2u);  // m2, m3; m1 was on disk; the cleaned job is gone
+    auto rets = jc.get_returns(kJid);
+    ASSERT_EQ(rets.size(), 3u);
+    EXPECT_EQ(rets["m1"]["return"], "on disk first");  // the first return.p wins
+    EXPECT_EQ(rets["m2"]["return"], "from the journal");
+    EXPECT_EQ(rets["m2"]["out"], "nested");
+    EXPECT_EQ(rets["m3"]["retcode"], 0);
+    EXPECT_FALSE(fs::exists(jc.job_dir(cleaned)));  // not re-created
+    EXPECT_FALSE(*jc.save_return(kJid, "m2", ret_load("m2", "dup")));  // index seeded from disk
+  }
+  master::job_cache again(d.path, "sha256", mode::journal);
+  EXPECT_EQ(again.replayed(), 0u);  // nothing left to write
+  EXPECT_EQ(count_temp_files(d.path), 0u);
+}
+
+TEST(JobCacheJournal, WrittenSegmentsAreReleased) {
+  temp_dir d;
+  master::job_cache jc(d.path, "sha256", mode::journal);
+  ASSERT_TRUE(jc.save_load(kJid, value{{"fun", "test.ping"}}, {}));
+  const std::string big(64 * 1024, 'x');  // about 64 KB per record: 4 MB segments fill fast
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(*jc.save_return(kJid, "m" + std::to_string(i), ret_load("m", big)));
+  EXPECT_GE(journal_segments(d.path), 3u);
+  // The writer releases what it has written and synced; the newest segment stays.
+  bool released = false;
+  std::size_t late = 0;
+  for (; late < 300 && !released; ++late) {
+    ASSERT_TRUE(*jc.save_return(kJid, "late" + std::to_string(late), ret_load("m", 1)));
+    std::this_thread::sleep_for(20ms);
+    released = journal_segments(d.path) == 1;
+  }
+  EXPECT_TRUE(released);
+  EXPECT_EQ(jc.get_returns(kJid).size(), 200u + late);
 }
 
 // ------------------------------------------------------------------ session store

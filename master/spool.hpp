@@ -1,10 +1,11 @@
-// sylvite::master PostgreSQL job cache: the local spool (write-ahead log). Every job
-// write (a publish load, expected minions, a minion's return) is appended here before
-// the call returns, so before the minion's ack; a writer thread copies the records to
-// PostgreSQL in order, in batches, and records the last one committed in the database
-// in the same transaction (sylvite_spool_checkpoint, keyed by the spool's id): after a
-// crash, a restart or a database outage the records after that checkpoint are sent again,
-// so each is stored exactly once and in order.
+// sylvite::master spool: a local write-ahead log of job writes. A record is appended
+// before the call that made it returns, so before the minion's ack; a consumer thread
+// applies the records later and releases them.
+// Users: the PostgreSQL job cache (job_store_pg.hpp: every load, minion list and return;
+// the consumer copies them to the database and keeps its checkpoint there, keyed by the
+// spool's id, so each record is stored exactly once and in order), and the file job
+// cache's journal mode (job_cache.hpp: returns; the consumer writes them into Salt's
+// layout; replaying a record twice is harmless, the first return.p wins).
 // Layout: <dir>/spool.id (32 hex characters, made once) and segments
 // <dir>/<first seq, 20 digits>.spool, append-only; a segment is closed past
 // segment_bytes and removed once every record in it is committed. The newest segment is
@@ -30,7 +31,7 @@
 #include "core/util/files.hpp"
 #include "core/util/result.hpp"
 
-namespace sylvite::master::pg {
+namespace sylvite::master {
 
 struct spool_record {
   std::uint64_t seq = 0;
@@ -58,8 +59,10 @@ class spool {
     std::uint64_t cut_bytes = 0;  // torn tail cut at open
   };
   // Opens (or makes, 0700) dir. max_bytes bounds the spool: append refuses past it.
+  // label names the spool in log lines ("pgjsonb spool", "job cache journal").
   static result<std::unique_ptr<spool>> open(const std::filesystem::path& dir, std::uint64_t max_bytes,
-                                             std::uint64_t segment_bytes = 64ull << 20);
+                                             std::uint64_t segment_bytes = 64ull << 20,
+                                             std::string label = "pgjsonb spool");
   ~spool();
   spool(const spool&) = delete;
   spool& operator=(const spool&) = delete;
@@ -85,6 +88,7 @@ class spool {
   result<void> roll_locked();
 
   std::filesystem::path dir_;
+  std::string label_;
   std::string id_;
   std::uint64_t max_bytes_ = 0;
   std::uint64_t segment_bytes_ = 0;
@@ -101,4 +105,4 @@ class spool {
   std::uint64_t cur_off_ = 0;           // offset after that record
 };
 
-}  // namespace sylvite::master::pg
+}  // namespace sylvite::master

@@ -1,6 +1,6 @@
-// sylvite::master PostgreSQL job cache spool (pg_spool.hpp): append-only segments of
-// checksummed records, read back in order by the writer thread, removed once committed.
-#include "master/pg_spool.hpp"
+// sylvite::master spool (spool.hpp): append-only segments of checksummed records, read
+// back in order by the consumer thread, removed once applied.
+#include "master/spool.hpp"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace sylvite::master::pg {
+namespace sylvite::master {
 namespace fs = std::filesystem;
 
 namespace {
@@ -166,13 +166,14 @@ bool split_keyed_payload(std::string_view payload, std::string_view& jid, std::s
 }
 
 result<std::unique_ptr<spool>> spool::open(const fs::path& dir, std::uint64_t max_bytes,
-                                           std::uint64_t segment_bytes) {
+                                           std::uint64_t segment_bytes, std::string label) {
   std::unique_ptr<spool> s(new spool());
   s->dir_ = dir;
+  s->label_ = std::move(label);
   s->max_bytes_ = max_bytes;
   s->segment_bytes_ = std::max<std::uint64_t>(segment_bytes, 4096);
   if (auto r = util::make_dirs(dir, 0700); !r) {
-    spdlog::error("pgjsonb spool: cannot create {}: {}", dir.string(), r.error().message());
+    spdlog::error("{}: cannot create {}: {}", s->label_, dir.string(), r.error().message());
     return r.error();
   }
   // The spool's identity (the database's checkpoint is kept per identity).
@@ -182,7 +183,7 @@ result<std::unique_ptr<spool>> spool::open(const fs::path& dir, std::uint64_t ma
   } else {
     s->id_ = random_hex32();
     if (auto w = util::write_file_atomic(idp, s->id_ + "\n", 0600); !w) {
-      spdlog::error("pgjsonb spool: cannot write {}: {}", idp.string(), w.error().message());
+      spdlog::error("{}: cannot write {}: {}", s->label_, idp.string(), w.error().message());
       return w.error();
     }
   }
@@ -208,7 +209,7 @@ result<std::unique_ptr<spool>> spool::open(const fs::path& dir, std::uint64_t ma
     std::string data;
     struct stat st {};
     if (::stat(sg.path.c_str(), &st) != 0 || !read_at(sg.path, 0, static_cast<std::size_t>(st.st_size), data)) {
-      spdlog::error("pgjsonb spool: cannot read {}: {}", sg.path.string(), std::strerror(errno));
+      spdlog::error("{}: cannot read {}: {}", s->label_, sg.path.string(), std::strerror(errno));
       return util::errc::io_error;
     }
     std::size_t off = 0;
@@ -220,14 +221,14 @@ result<std::unique_ptr<spool>> spool::open(const fs::path& dir, std::uint64_t ma
       if (st2 != decode_status::ok || r.seq <= seg_last) {
         const auto cut = data.size() - off;
         if (newest && st2 == decode_status::incomplete) {
-          spdlog::warn("pgjsonb spool: {}: cutting a torn record at its end ({} bytes, never acknowledged)",
+          spdlog::warn("{}: {}: cutting a torn record at its end ({} bytes, never acknowledged)", s->label_,
                        sg.path.string(), cut);
         } else {
-          spdlog::error("pgjsonb spool: {}: bad record at offset {}: the {} bytes after it are dropped",
+          spdlog::error("{}: {}: bad record at offset {}: the {} bytes after it are dropped", s->label_,
                         sg.path.string(), off, cut);
         }
         if (::truncate(sg.path.c_str(), static_cast<off_t>(off)) != 0)
-          spdlog::error("pgjsonb spool: cannot truncate {}: {}", sg.path.string(), std::strerror(errno));
+          spdlog::error("{}: cannot truncate {}: {}", s->label_, sg.path.string(), std::strerror(errno));
         s->stats_.cut_bytes += cut;
         break;
       }
@@ -244,7 +245,7 @@ result<std::unique_ptr<spool>> spool::open(const fs::path& dir, std::uint64_t ma
   }
   s->fd_ = ::open(s->segs_.back().path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (s->fd_ < 0) {
-    spdlog::error("pgjsonb spool: cannot open {}: {}", s->segs_.back().path.string(), std::strerror(errno));
+    spdlog::error("{}: cannot open {}: {}", s->label_, s->segs_.back().path.string(), std::strerror(errno));
     return util::errc::io_error;
   }
   // No sync here: a start must not wait on a busy filesystem's syncfs; a cut tail that
@@ -263,7 +264,7 @@ result<void> spool::roll_locked() {
   const fs::path p = dir_ / seg_name(first);
   int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    spdlog::error("pgjsonb spool: cannot create {}: {}", p.string(), std::strerror(errno));
+    spdlog::error("{}: cannot create {}: {}", label_, p.string(), std::strerror(errno));
     return util::errc::io_error;
   }
   ::close(fd_);
@@ -288,7 +289,7 @@ result<std::uint64_t> spool::append(char kind, std::string_view payload) {
   const std::string bytes = encode_record(r);
   if (!write_all(fd_, bytes)) {
     const int e = errno;
-    spdlog::error("pgjsonb spool: cannot append to {}: {}", segs_.back().path.string(), std::strerror(e));
+    spdlog::error("{}: cannot append to {}: {}", label_, segs_.back().path.string(), std::strerror(e));
     // A partial write is cut (the next open would cut it anyway).
     if (::ftruncate(fd_, static_cast<off_t>(segs_.back().size)) != 0) {
     }
@@ -361,7 +362,7 @@ std::vector<spool_record> spool::read_after(std::uint64_t after, std::size_t max
           break;
         }
         if (st == decode_status::corrupt) {
-          spdlog::error("pgjsonb spool: {}: bad record at offset {}: the rest of the segment is skipped",
+          spdlog::error("{}: {}: bad record at offset {}: the rest of the segment is skipped", label_,
                         sg.path.string(), pos + c);
           pos = sg.size;
           break;
@@ -400,7 +401,7 @@ void spool::release(std::uint64_t upto) {
     std::error_code ec;
     fs::remove(segs_.front().path, ec);
     if (ec) {
-      spdlog::error("pgjsonb spool: cannot remove {}: {}", segs_.front().path.string(), ec.message());
+      spdlog::error("{}: cannot remove {}: {}", label_, segs_.front().path.string(), ec.message());
       return;
     }
     total_bytes_ -= std::min(total_bytes_, segs_.front().size);
@@ -420,4 +421,4 @@ spool::stats spool::get_stats() const {
   return s;
 }
 
-}  // namespace sylvite::master::pg
+}  // namespace sylvite::master
