@@ -26,8 +26,10 @@
 //         complete before it answers, so before the minion's ack; the same group commit
 //         makes it durable) and queues it for the writer thread, which writes it into
 //         the layout above at idle priority (SCHED_IDLE: it takes only CPU nothing else
-//         wants; a reader that waits for it, or a queue past kMaxQueued, writes in the
-//         caller instead). Once a batch is written and synced its journal records are
+//         wants), in small chunks, between bursts (after 20 ms without a publish or a
+//         return, or once a return waited 250 ms). A reader that waits for it writes the
+//         queue itself; past 20,000 queued returns (or a full journal) a return is
+//         written before the ack, as in sync mode. Once a batch is written and synced its journal records are
 //         released (whole segments removed). At start the journal is replayed into the
 //         layout (a record already there is skipped: the first return.p wins), so an
 //         acknowledged return survives a master crash or SIGKILL as in sync mode. Costs
