@@ -191,3 +191,55 @@ def test_master_finger_from_salt_key_pins_the_master(env):
     wait_for(lambda: not bad.proc.alive(), 60, "minion with a wrong master_finger to exit")
     assert bad.proc.p.returncode == 42
     ping_all(master, ["pinned"])
+
+
+def test_master_sigkill_with_returns_only_in_the_journal_loses_none(env):
+    """A single master (journal mode, the default) acknowledges a return once it is in
+    cachedir/return_journal; return.p follows between bursts. SIGKILL while jobs stream,
+    restart: the journal is replayed, and every return of every job the master published
+    is in the cache (acknowledged ones from the journal, the others resent by the
+    minions). Repeated until a kill caught returns that were only in the journal."""
+    import json
+    import re
+    import threading
+    from pathlib import Path
+
+    names = [f"j{i}" for i in range(5)]
+    master = env.master().start().wait_ready()
+    [env.minion(n, master).start() for n in names]
+    wait_for(lambda: sorted(master.keys().get("minions_pre", [])) == sorted(names), 60, "minion keys")
+    assert master.salt_key("-A", "-y").returncode == 0
+    ping_all(master, names)
+    log = Path(master.opts["log_file"])
+    replay = re.compile(r"job cache journal: (\d+) return\(s\) written into the job cache at start")
+    want = {n: "kept" for n in names}
+    for attempt in range(4):
+        jids, stop = [], threading.Event()
+
+        def publisher():
+            while not stop.is_set():
+                r = master.salt("--async", "*", "test.echo", "kept")
+                word = r.stdout.strip().rsplit(" ", 1)[-1] if r.returncode == 0 else ""
+                if word.isdigit():
+                    jids.append(word)
+
+        t = threading.Thread(target=publisher)
+        t.start()
+        time.sleep(2.5)
+        master.kill()  # SIGKILL: returns are in flight, journaled only, or written
+        stop.set()
+        t.join()
+        assert len(jids) >= 2, jids
+        before = len(replay.findall(log.read_text(errors="replace")))
+        master.start().wait_ready()
+        for jid in jids:
+            def complete(jid=jid):
+                r = master.salt_run("jobs.lookup_jid", jid, "--out", "json")
+                return r.returncode == 0 and json.loads(r.stdout or "{}") == want
+            wait_for(complete, 90, f"every return of {jid}", interval=1)
+        found = replay.findall(log.read_text(errors="replace"))
+        if len(found) > before and int(found[-1]) > 0:
+            break
+    else:
+        raise AssertionError("no kill caught a return that was only in the journal")
+    assert not list((Path(master.opts["cachedir"]) / "jobs").rglob("*.tmp.*"))
