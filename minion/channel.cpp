@@ -12,6 +12,19 @@
 
 namespace sylvite::minion {
 
+wire::value pillar_load(const std::string& id, const wire::value& grains) {
+  wire::value load = wire::value::object();
+  load["id"] = id;
+  load["grains"] = grains;
+  load["saltenv"] = wire::value();
+  load["pillarenv"] = wire::value();
+  load["pillar_override"] = wire::value::object();
+  load["extra_minion_data"] = wire::value::object();
+  load["ver"] = "2";
+  load["cmd"] = "_pillar";
+  return load;
+}
+
 wire::value package_aes(wire::value load, const request_identity& who, const crypto::crypticle& session,
                         std::string_view nonce, std::int64_t now_seconds) {
   if (!load.is_object()) load = wire::value::object();

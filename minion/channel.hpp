@@ -26,6 +26,10 @@ struct request_identity {
   std::string sig_name;   // signing_algorithm
 };
 
+// The `_pillar` load of Salt's AsyncRemotePillar.compile_pillar (no saltenv/pillarenv,
+// no override): what the minion and the benchmark swarm send.
+wire::value pillar_load(const std::string& id, const wire::value& grains);
+
 // Adds nonce/ts/tok/id to `load` (a map) and wraps it in the v3 envelope.
 wire::value package_aes(wire::value load, const request_identity& who, const crypto::crypticle& session,
                         std::string_view nonce, std::int64_t now_seconds);

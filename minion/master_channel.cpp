@@ -206,15 +206,7 @@ awaitable<result<wire::value>> master_channel::request(wire::value load, millise
 // `_pillar` (send_private): re-auth and ask again once when the reply has no `key`.
 awaitable<result<wire::value>> master_channel::pillar_request() {
   if (!has_creds() && !(co_await reauth())) co_return make_error_code(errc::not_connected);
-  wire::value load = wire::value::object();
-  load["id"] = cfg_.id;
-  load["grains"] = *grains_;
-  load["saltenv"] = wire::value();
-  load["pillarenv"] = wire::value();
-  load["pillar_override"] = wire::value::object();
-  load["extra_minion_data"] = wire::value::object();
-  load["ver"] = "2";
-  load["cmd"] = "_pillar";
+  const wire::value load = pillar_load(cfg_.id, *grains_);
   const std::string nonce = crypto::uuid4_hex();
   result<wire::value> r = make_error_code(errc::timeout);
   for (int round = 0; round < 2; ++round) {

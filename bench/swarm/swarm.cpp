@@ -776,17 +776,7 @@ awaitable<bool> swarm::reauth(sim_minion* m, std::shared_ptr<const crypto::crypt
 }
 
 awaitable<bool> swarm::fetch_pillar(sim_minion* m) {
-  // The load of Salt's AsyncRemotePillar.compile_pillar (minion/master_channel.cpp
-  // pillar_request builds the same one).
-  wire::value load = wire::value::object();
-  load["id"] = m->id;
-  load["grains"] = m->grains;
-  load["saltenv"] = wire::value();
-  load["pillarenv"] = wire::value();
-  load["pillar_override"] = wire::value::object();
-  load["extra_minion_data"] = wire::value::object();
-  load["ver"] = "2";
-  load["cmd"] = "_pillar";
+  const wire::value load = minion::pillar_load(m->id, m->grains);
   bool ok = false, reauthed = false;
   for (int attempt = 0; attempt < std::max(1, opt_.return_tries) && !stopping_;) {
     auto creds = m->get_creds();
