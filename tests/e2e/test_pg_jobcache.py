@@ -125,9 +125,11 @@ def test_jobs_land_in_salts_tables_and_runners_read_them(env, pg):
 
 
 def test_keep_jobs_seconds_cleans_old_rows(env, pg):
-    master, _ = start(env, pg, minions=("alpha",), keep_jobs_seconds=3, pgjsonb_clean_interval=1)
+    # keep_jobs_seconds leaves the row long enough to be seen on a loaded machine (with 3
+    # the cleaner once removed it before the first query ran).
+    master, _ = start(env, pg, minions=("alpha",), keep_jobs_seconds=10, pgjsonb_clean_interval=1)
     ping_all(master, ["alpha"])
-    assert pg.query("salt", "SELECT count(*) FROM salt_returns")[0][0] >= 1
+    wait_for(lambda: pg.query("salt", "SELECT count(*) FROM salt_returns")[0][0] >= 1, 5, "the return committed")
     wait_for(lambda: pg.query("salt", "SELECT count(*) FROM salt_returns")[0][0] == 0, 30,
              "old returns to be removed")
     wait_for(lambda: pg.query("salt", "SELECT count(*) FROM jids j WHERE EXISTS (SELECT 1 FROM salt_returns r "
