@@ -137,16 +137,6 @@ constexpr std::size_t kReleaseEvery = 4096;
 constexpr std::uint64_t kJournalMaxBytes = 64ull << 20;
 constexpr std::uint64_t kJournalSegmentBytes = 4ull << 20;
 
-void put_u32(std::string& s, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-bool get_u32(std::string_view s, std::size_t& off, std::uint32_t& v) {
-  if (s.size() - off < 4 || off > s.size()) return false;
-  v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[off + i])) << (8 * i);
-  off += 4;
-  return true;
-}
 }  // namespace
 
 fs::path job_cache::journal_dir(const fs::path& cachedir) { return cachedir / "return_journal"; }
@@ -182,7 +172,7 @@ void job_cache::replay_journal() {
       std::uint32_t idn = 0, recn = 0;
       return_files f;
       std::string id;
-      bool ok = r.kind == 'R' && split_keyed_payload(r.payload, jid, body) && get_u32(body, off, idn) &&
+      bool ok = r.kind == 'R' && split_keyed_payload(r.payload, jid, body) && read_u32(body, off, idn) &&
                 body.size() - off >= idn;
       if (ok) {
         id.assign(body.substr(off, idn));
@@ -191,7 +181,7 @@ void job_cache::replay_journal() {
       }
       if (ok) {
         f.has_out = body[off++] != 0;
-        ok = get_u32(body, off, recn) && body.size() - off >= recn;
+        ok = read_u32(body, off, recn) && body.size() - off >= recn;
       }
       if (!ok || !pki::valid_id(id)) {
         ++bad;

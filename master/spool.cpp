@@ -148,6 +148,15 @@ decode_status decode_record(std::string_view buf, spool_record& out, std::size_t
   return decode_status::ok;
 }
 
+void put_u32(std::string& s, std::uint32_t v) { put32(s, v); }
+
+bool read_u32(std::string_view s, std::size_t& off, std::uint32_t& v) {
+  if (off > s.size() || s.size() - off < 4) return false;
+  v = get32(s, off);
+  off += 4;
+  return true;
+}
+
 std::string keyed_payload(std::string_view jid, std::string_view json) {
   std::string s;
   put32(s, static_cast<std::uint32_t>(jid.size()));

@@ -46,6 +46,11 @@ enum class decode_status { ok, incomplete, corrupt };
 // One record from the front of buf; used = its size when ok.
 decode_status decode_record(std::string_view buf, spool_record& out, std::size_t& used);
 
+// Little-endian u32 fields of record payloads: append one; read one at off (advanced),
+// false when fewer than 4 bytes are left.
+void put_u32(std::string& s, std::uint32_t v);
+bool read_u32(std::string_view s, std::size_t& off, std::uint32_t& v);
+
 // Payload of an 'L' or 'M' record: u32 length of the jid, the jid, then JSON text.
 std::string keyed_payload(std::string_view jid, std::string_view json);
 bool split_keyed_payload(std::string_view payload, std::string_view& jid, std::string_view& json);
