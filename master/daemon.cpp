@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -310,17 +312,53 @@ int run_master(const config::master_config& cfg) {
   zopt.heartbeat_timeout_ms = cfg.zmq.zmq_heartbeat_timeout;
   zopt.ipv6 = cfg.ipv6;
   std::atomic<zmq_pub_adapter*> zsink_ref{nullptr};  // ZeroMQ: learns minion addresses
-  const transport::request_handler on_request = [core, &pool, shed_log, &zsink_ref, qmax = cfg.request_queue_size](
+  // A request is opened (envelope, decryption, token) on the io thread that read it, and a
+  // cheap one (a _return the job cache takes without a file write, a _minion_event) is
+  // answered there too: no hand-over to the pool and back for the bulk of a fan-out's
+  // traffic. A sign-in, a pillar, a file and every other command go to the worker pool
+  // (master_core::open_request/run_request). In a cluster everything goes to the pool.
+  // SYLVITE_REQUEST_INLINE=0: everything on the pool, as before (benchmark A/B only).
+  const char* inline_env = std::getenv("SYLVITE_REQUEST_INLINE");
+  const bool inline_ok = core->inline_requests() && !(inline_env && std::string_view(inline_env) == "0");
+  const transport::request_handler on_request = [core, &pool, shed_log, &zsink_ref, inline_ok,
+                                                 qmax = cfg.request_queue_size](
                                                     value body, std::shared_ptr<transport::responder> r) {
-    auto task = [core, body = std::move(body), r, &zsink_ref]() mutable {
-      bool authenticated = false;
-      std::string who;
-      value reply = core->handle_request(body, r->peer().address, &authenticated, &who);
+    auto answer = [core, &zsink_ref](const std::shared_ptr<transport::responder>& r, value reply, bool authenticated,
+                                     const std::string& who) {
       if (authenticated) r->mark_authenticated();
       if (!who.empty())
         if (auto* z = zsink_ref.load()) z->seen(who, r->peer().address);
       r->reply(std::move(reply));
     };
+    std::function<void()> task;
+    if (inline_ok && request_router::small_request(body)) {
+      auto opened = core->open_request(body, r->peer().address);
+      if (auto* refused = std::get_if<value>(&opened)) {
+        r->reply(std::move(*refused));
+        return;
+      }
+      auto& req = std::get<request_router::opened_request>(opened);
+      if (core->router().runs_inline(req)) {
+        bool authenticated = false;
+        std::string who;
+        value reply = core->run_request(req, r->peer().address, &authenticated, &who);
+        answer(r, std::move(reply), authenticated, who);
+        return;
+      }
+      task = [core, answer, req = std::move(req), r]() mutable {
+        bool authenticated = false;
+        std::string who;
+        value reply = core->run_request(req, r->peer().address, &authenticated, &who);
+        answer(r, std::move(reply), authenticated, who);
+      };
+    } else {
+      task = [core, answer, body = std::move(body), r]() {
+        bool authenticated = false;
+        std::string who;
+        value reply = core->handle_request(body, r->peer().address, &authenticated, &who);
+        answer(r, std::move(reply), authenticated, who);
+      };
+    }
     if (!pool.submit(std::move(task))) {
       core->counters().dropped++;
       if (const auto n = shed_log->hit())

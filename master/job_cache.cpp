@@ -548,6 +548,16 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
   }
 }
 
+bool job_cache::records_without_io(const std::string& jid) const {
+  if (mode_ == write_mode::sync) return false;
+  {
+    std::lock_guard lk(q_mu_);
+    if (q_.size() >= (mode_ == write_mode::journal ? kMaxQueuedJournal : kMaxQueued)) return false;
+  }
+  std::lock_guard lk(idx_mu_);
+  return idx_.count(jid) != 0;
+}
+
 // Under save_return's try: id checked, queue below its bound.
 result<bool> job_cache::save_return_async(const std::string& jid, const std::string& id,
                                           const wire::value& ret_load) {

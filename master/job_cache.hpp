@@ -103,6 +103,9 @@ class job_cache final : public job_store {
   // Remove jobs older than keep_seconds (by jid time). Returns how many were removed.
   std::size_t clean_old(std::chrono::seconds keep) override;
 
+  // Journal and async mode, a job in the index, the queue below its bound: the return is
+  // queued (and journaled) without a file of the layout touched.
+  bool records_without_io(const std::string& jid) const override;
   // Block until every write made so far is durable (group commit; see above).
   void flush() override;
   util::group_syncer& syncer() noexcept { return *syncer_; }

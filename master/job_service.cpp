@@ -268,6 +268,13 @@ publish_result job_service::publish(const publish_request& req) {
   return res;
 }
 
+bool job_service::records_without_io(const value& load) const {
+  if (clustered()) return false;
+  auto jid = wire::get_text(load, "jid");
+  if (!jid || *jid == "req") return false;
+  return !cfg_.job_cache || store_->records_without_io(std::string(*jid));
+}
+
 void job_service::record_return(value& load) {
   counters_.returns++;
   if (!wire::find(load, "return") || !wire::find(load, "jid") || !wire::find(load, "id")) return;

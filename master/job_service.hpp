@@ -14,7 +14,7 @@
 // Topic filtering: glob/pcre/list go only to the identified connections of the matched
 // ids; every other target type is broadcast (minions filter themselves).
 // Thread-safety: every method is safe from any thread; publish and record_return block on
-// the job store (workers only).
+// the job store (workers only), except a record_return that records_without_io accepts.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -67,6 +67,11 @@ class job_service {
   // A minion's _return load (jid "req": salt-call's own job). Answers nothing (Salt's
   // None); refusals are silent as in Salt.
   void record_return(wire::value& load);
+  // True when record_return(load) waits on no disk write: a single master whose store
+  // answers from memory and an append (job_store::records_without_io), or no job cache;
+  // not salt-call's jid "req" (its load is saved first). The request router then answers
+  // the _return on the io thread.
+  bool records_without_io(const wire::value& load) const;
   // Expected minions of a target (CkMinions.check_minions with greedy=true).
   std::vector<std::string> check_minions(const wire::value& tgt, const std::string& tgt_type,
                                          const std::string& delimiter = ":");

@@ -3,7 +3,7 @@
 // implementation is the file cache in Salt's local_cache layout (master/job_cache.hpp).
 // A store on a database (master_job_cache) implements the same calls.
 // Thread-safety: implementations are safe from any thread; calls may block on I/O (run
-// them on workers, never on an io thread).
+// them on workers, never on an io thread; records_without_io names the exception).
 #pragma once
 #include <chrono>
 #include <optional>
@@ -49,6 +49,10 @@ class job_store {
   virtual std::vector<job_summary> list_jobs(std::size_t max = 0) const = 0;
   // Remove jobs older than keep. Returns how many were removed.
   virtual std::size_t clean_old(std::chrono::seconds keep) = 0;
+  // True when record_return for this jid would wait on no disk write (an in-memory
+  // decision and an append to a journal at most): the master may then call it on an io
+  // thread. A hint: false is always safe.
+  virtual bool records_without_io(const std::string& /*jid*/) const { return false; }
   // Block until every write made so far is durable.
   virtual void flush() = 0;
 };

@@ -347,6 +347,22 @@ value master_core::handle_request(const value& body, const std::string& peer, bo
   return r;
 }
 
+std::variant<value, request_router::opened_request> master_core::open_request(const value& body,
+                                                                            const std::string& peer) {
+  return router_->open(body, peer);
+}
+
+value master_core::run_request(request_router::opened_request& r, const std::string& peer, bool* authenticated,
+                               std::string* minion_id) {
+  bool auth = false;
+  std::string who;
+  value reply = router_->run(r, peer, &auth, &who);
+  if (auth && !who.empty()) seen_->seen(who, wall_ms());
+  if (authenticated) *authenticated = auth;
+  if (minion_id) *minion_id = who;
+  return reply;
+}
+
 void master_core::on_presence(const std::string& id, bool connected) {
   spdlog::debug("presence: {} {}", id, connected ? "connected" : "disconnected");
   seen_->seen(id, wall_ms());

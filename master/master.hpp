@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/config/config.hpp"
@@ -44,6 +45,7 @@
 #include "master/pillar.hpp"
 #include "master/presence.hpp"
 #include "master/reactor.hpp"
+#include "master/request_router.hpp"
 #include "master/cli_service.hpp"
 #include "master/cluster_node.hpp"
 #include "master/job_service.hpp"
@@ -88,6 +90,16 @@ class master_core {
   // An authenticated request also stamps the minion's last-seen time (presence.hpp).
   wire::value handle_request(const wire::value& body, const std::string& peer, bool* authenticated = nullptr,
                              std::string* minion_id = nullptr);
+  // handle_request in two steps, for the io thread that read the request (daemon.cpp):
+  // open_request (request_router::open) when inline_requests() and the body is small
+  // (request_router::small_request); then run_request inline when
+  // request_router::runs_inline says so, else on the worker pool. inline_requests():
+  // a single master (a cluster's shared file system can stall any file access).
+  bool inline_requests() const noexcept { return !cfg_.cluster_id.has_value(); }
+  std::variant<wire::value, request_router::opened_request> open_request(const wire::value& body,
+                                                                          const std::string& peer);
+  wire::value run_request(request_router::opened_request& r, const std::string& peer, bool* authenticated = nullptr,
+                          std::string* minion_id = nullptr);
 
   // ---- publish port (io thread): key_service::identify_hello. This form may read the
   // accepted key file (tests, tools).

@@ -16,6 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include <exception>
+#include <optional>
+#include <variant>
 #include <filesystem>
 
 #include "core/crypto/rsa.hpp"
@@ -77,6 +79,25 @@ value request_router::refuse(const std::string& peer, const std::string& reason,
 }
 
 value request_router::handle(const value& body, const std::string& peer, bool* authenticated, std::string* minion_id) {
+  auto o = open(body, peer);
+  if (auto* reply = std::get_if<value>(&o)) return std::move(*reply);
+  return run(std::get<opened_request>(o), peer, authenticated, minion_id);
+}
+
+bool request_router::small_request(const value& body) {
+  const value* l = wire::find(body, "load");
+  if (!l) return true;
+  if (auto b = wire::as_bytes(*l)) return b->size() <= kSmallRequestBytes;
+  return !l->is_object() || l->size() <= 64;  // clear: a sign-in or a ping is a small map
+}
+
+bool request_router::runs_inline(const opened_request& r) const {
+  if (!r.aes) return false;  // a sign-in costs RSA private operations
+  if (r.cmd == "_return") return jobs_.records_without_io(r.load);
+  return r.cmd == "_minion_event";  // the event bus queues for its subscribers
+}
+
+std::variant<value, request_router::opened_request> request_router::open(const value& body, const std::string& peer) {
   counters_.requests++;
   try {
     if (!body.is_object() || !wire::find(body, "enc") || !wire::find(body, "load")) {
@@ -94,8 +115,11 @@ value request_router::handle(const value& body, const std::string& peer, bool* a
     const std::string enc = enc_v ? std::string(*enc_v) : std::string();
     if (enc != "aes" && enc != "clear") return refuse(peer, "unknown enc");
 
-    value load;
-    if (enc == "aes") {
+    opened_request r;
+    r.version = version;
+    r.aes = enc == "aes";
+    value& load = r.load;
+    if (r.aes) {
       auto cipher = wire::as_bytes(*wire::find(body, "load"));
       if (!cipher) return refuse(peer, "aes load is not bytes");
       if (version > 2) {
@@ -128,12 +152,14 @@ value request_router::handle(const value& body, const std::string& peer, bool* a
           load = std::move(*l);
         }
       }
+      if (auto t = wire::get_text(body, "enc_algo")) r.enc_algo = std::string(*t);
+      if (auto t = wire::get_text(body, "sig_algo")) r.sig_algo = std::string(*t);
     } else {
       load = *wire::find(body, "load");
     }
 
     if (!load.is_object()) return refuse(peer, "payload and load must be a dict", "payload and load must be a dict");
-    std::string id;
+    std::string& id = r.id;
     if (const value* idv = wire::find(load, "id")) {
       auto t = wire::as_text(*idv);
       if (!t) return refuse(peer, "id is not a string", "bad load: id " + idv->dump() + " is not a string");
@@ -142,79 +168,93 @@ value request_router::handle(const value& body, const std::string& peer, bool* a
       id = std::string(*t);
     }
 
-    if (enc == "aes") {
-      std::string nonce;
-      if (version > 1) {
-        if (auto it = load.find("nonce"); it != load.end()) {
-          if (auto t = wire::as_text(*it)) nonce = std::string(*t);
-          load.erase(it);
-        }
-      }
-      std::optional<std::string> tok;
-      if (auto it = load.find("tok"); it != load.end()) {
-        if (auto t = wire::as_bytes(*it)) tok = std::string(*t);
-        else tok = std::string();
+    if (!r.aes) {
+      if (auto c = wire::get_text(load, "cmd")) r.cmd = std::string(*c);
+      return r;
+    }
+    if (version > 1) {
+      if (auto it = load.find("nonce"); it != load.end()) {
+        if (auto t = wire::as_text(*it)) r.nonce = std::string(*t);
         load.erase(it);
       }
-      if (version > 2) {
-        if (cfg_.request_server_ttl > 0) {
-          auto ts = wire::get_int(load, "ts");
-          if (!ts) return refuse(peer, "request of '" + id + "' has no ts");
-          auto now = std::chrono::duration_cast<std::chrono::seconds>(sys_clock::now().time_since_epoch()).count();
-          // Salt refuses only the old side; a ts from the future would extend the replay
-          // window by the skew, so both sides are refused, with the skew in the log line.
-          const std::int64_t age = now - *ts;
-          if (age > cfg_.request_server_ttl || -age > cfg_.request_server_ttl)
-            return refuse(peer, "request of '" + id + "' is outside request_server_ttl (" +
-                                    std::to_string(cfg_.request_server_ttl) + " s): its ts is " +
-                                    std::to_string(age >= 0 ? age : -age) + " s " + (age >= 0 ? "old" : "in the future") +
-                                    " (replayed, or the minion's clock is off: check NTP on both hosts)");
-        }
-        auto env_id = wire::get_text(body, "id");
-        if (!wire::find(load, "id") || !env_id || *env_id != id)
-          return refuse(peer, "request id mismatch: load id '" + id + "'");
-        if (!pki::valid_id(id)) return refuse(peer, "invalid minion id '" + id + "'");
-        if (!tok) return refuse(peer, "request of '" + id + "' has no tok");
-        if (!keys_.accepted().verify_token(id, *tok)) return refuse(peer, "token of '" + id + "' did not verify");
-      } else if (tok && wire::find(load, "id")) {
-        if (!pki::valid_id(id) || !keys_.accepted().verify_token(id, *tok))
-          return refuse(peer, "token of '" + id + "' did not verify");
+    }
+    std::optional<std::string> tok;
+    if (auto it = load.find("tok"); it != load.end()) {
+      if (auto t = wire::as_bytes(*it)) tok = std::string(*t);
+      else tok = std::string();
+      load.erase(it);
+    }
+    if (version > 2) {
+      if (cfg_.request_server_ttl > 0) {
+        auto ts = wire::get_int(load, "ts");
+        if (!ts) return refuse(peer, "request of '" + id + "' has no ts");
+        auto now = std::chrono::duration_cast<std::chrono::seconds>(sys_clock::now().time_since_epoch()).count();
+        // Salt refuses only the old side; a ts from the future would extend the replay
+        // window by the skew, so both sides are refused, with the skew in the log line.
+        const std::int64_t age = now - *ts;
+        if (age > cfg_.request_server_ttl || -age > cfg_.request_server_ttl)
+          return refuse(peer, "request of '" + id + "' is outside request_server_ttl (" +
+                                  std::to_string(cfg_.request_server_ttl) + " s): its ts is " +
+                                  std::to_string(age >= 0 ? age : -age) + " s " + (age >= 0 ? "old" : "in the future") +
+                                  " (replayed, or the minion's clock is off: check NTP on both hosts)");
       }
+      auto env_id = wire::get_text(body, "id");
+      if (!wire::find(load, "id") || !env_id || *env_id != id)
+        return refuse(peer, "request id mismatch: load id '" + id + "'");
+      if (!pki::valid_id(id)) return refuse(peer, "invalid minion id '" + id + "'");
+      if (!tok) return refuse(peer, "request of '" + id + "' has no tok");
+      if (!keys_.accepted().verify_token(id, *tok)) return refuse(peer, "token of '" + id + "' did not verify");
+    } else if (tok && wire::find(load, "id")) {
+      if (!pki::valid_id(id) || !keys_.accepted().verify_token(id, *tok))
+        return refuse(peer, "token of '" + id + "' did not verify");
+    }
 
-      auto cmd_v = wire::get_text(load, "cmd");
-      if (!cmd_v) {
-        return refuse(peer, "aes request without cmd", "Some exception handling minion payload");
-      }
-      const std::string cmd(*cmd_v);
+    auto cmd_v = wire::get_text(load, "cmd");
+    if (!cmd_v) {
+      return refuse(peer, "aes request without cmd", "Some exception handling minion payload");
+    }
+    r.cmd = std::string(*cmd_v);
+    return r;
+  } catch (const std::exception& e) {
+    return refuse(peer, std::string("exception handling payload: ") + e.what(),
+                  "Some exception handling minion payload");
+  }
+}
+
+value request_router::run(opened_request& r, const std::string& peer, bool* authenticated, std::string* minion_id) {
+  try {
+    value& load = r.load;
+    const std::string& id = r.id;
+    if (r.aes) {
+      const std::string& cmd = r.cmd;
       spdlog::trace("AES payload received with command {} from {}", cmd, id);
       // Decrypted with a key only accepted minions hold (v3: and the token verified).
       if (authenticated && !load.empty()) *authenticated = true;
       if (minion_id && !load.empty()) *minion_id = id;
       value ret = dispatch_aes(cmd, load, peer);
       if (cmd == "_pillar" && wire::find(load, "id")) {
-        return encrypt_private(ret, id, nonce, version > 1, body);
+        return encrypt_private(ret, id, r.nonce, r.version > 1, r.enc_algo, r.sig_algo);
       }
       // mode "send"
-      if (version > 2) {
+      if (r.version > 2) {
         auto crypt = keys_.sessions().lookup(id);
         if (!crypt) return refuse(peer, "session key of '" + id + "' vanished");
-        return wire::make_bin(crypt->dumps(ret, nonce));
+        return wire::make_bin(crypt->dumps(ret, r.nonce));
       }
-      return wire::make_bin(keys_.aes().current()->crypt.dumps(ret, nonce));
+      return wire::make_bin(keys_.aes().current()->crypt.dumps(ret, r.nonce));
     }
 
     // clear
-    auto cmd_v = wire::get_text(load, "cmd");
-    if (cmd_v && *cmd_v == "_auth") {
-      value r = handle_auth(load, version, peer);
-      if (r.is_object() && wire::find(r, "aes")) {  // accepted
+    if (r.cmd == "_auth") {
+      value reply = handle_auth(load, r.version, peer);
+      if (reply.is_object() && wire::find(reply, "aes")) {  // accepted
         if (authenticated) *authenticated = true;
         if (minion_id)
           if (auto i = wire::get_text(load, "id")) *minion_id = std::string(*i);
       }
-      return r;
+      return reply;
     }
-    if (cmd_v && *cmd_v == "ping") {
+    if (r.cmd == "ping") {
       // ClearFuncs.ping: the load comes back as is (send_clear). Minions use it as an
       // application-level heartbeat and Salt's status.ping_master as the failback probe:
       // trace level, never a line per ping at info.
@@ -222,8 +262,7 @@ value request_router::handle(const value& body, const std::string& peer, bool* a
       spdlog::trace("clear ping from {}", peer);
       return load;
     }
-    spdlog::info("clear command {} from {} is not served on the request port", cmd_v ? std::string(*cmd_v) : "?",
-                 peer);
+    spdlog::info("clear command {} from {} is not served on the request port", r.cmd.empty() ? "?" : r.cmd, peer);
     return value::object();
   } catch (const std::exception& e) {
     return refuse(peer, std::string("exception handling payload: ") + e.what(),
@@ -293,7 +332,8 @@ value request_router::handle_auth(value& load, int version, const std::string& p
 }
 
 value request_router::encrypt_private(const value& ret_in, const std::string& id, const std::string& nonce,
-                                   bool sign_messages, const value& envelope) {
+                                      bool sign_messages, const std::optional<std::string>& ea_name,
+                                      const std::optional<std::string>& sa_name) {
   auto key = crypto::crypticle::generate_key_string();
   auto pcrypt = crypto::crypticle::from_key_string(key);
   auto pub = keys_.accepted().get(id);
@@ -301,8 +341,6 @@ value request_router::encrypt_private(const value& ret_in, const std::string& id
     spdlog::error("No pub key found for target {}, its pub key was likely deleted mid-request.", id);
     return wire::make_bin(keys_.aes().current()->crypt.dumps(value::object()));
   }
-  auto ea_name = wire::get_text(envelope, "enc_algo");
-  auto sa_name = wire::get_text(envelope, "sig_algo");
   auto ealgo = ea_name ? crypto::parse_enc_algo(*ea_name) : std::optional{crypto::enc_algo::oaep_sha1};
   auto salgo = sa_name ? crypto::parse_sig_algo(*sa_name) : std::optional{crypto::sig_algo::pkcs1v15_sha1};
   if (!ealgo || !salgo) return refuse("minion " + id, "unsupported enc/sig algo in pillar request",

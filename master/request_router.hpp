@@ -12,7 +12,10 @@
 // Salt references: salt/channel/server.py ReqServerChannel.handle_message and
 // salt/master.py AESFuncs/ClearFuncs (3008.5); the order of checks is in
 // request_router.cpp.
-// Thread-safety: handle() runs on worker threads, many at once.
+// Thread-safety: every call may run on many threads at once. open() and, for a request
+// runs_inline() accepts, run() do no blocking I/O on a single master with a local cachedir
+// (a stat now and then, an append to the job cache journal): the daemon calls them on the
+// io thread that read the request, and hands the rest to the worker pool.
 #pragma once
 #include <functional>
 #include <map>
@@ -20,6 +23,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <optional>
 
 #include "core/config/config.hpp"
 #include "core/util/rate_limit.hpp"
@@ -51,6 +56,29 @@ class request_router {
   wire::value handle(const wire::value& body, const std::string& peer, bool* authenticated = nullptr,
                      std::string* minion_id = nullptr);
 
+  // handle() in two steps. open(): the envelope checked and opened (AES or session key,
+  // ttl, id, token): a refusal (the reply) or the request. run(): its command, and the
+  // reply (encrypted for an AES request). Same arguments as handle().
+  struct opened_request {
+    wire::value load;  // decrypted, without nonce and tok
+    std::string id;
+    std::string cmd;
+    std::string nonce;
+    int version = 0;
+    bool aes = false;
+    std::optional<std::string> enc_algo;  // the envelope's, for a _pillar reply
+    std::optional<std::string> sig_algo;
+  };
+  std::variant<wire::value, opened_request> open(const wire::value& body, const std::string& peer);
+  wire::value run(opened_request& r, const std::string& peer, bool* authenticated = nullptr,
+                  std::string* minion_id = nullptr);
+  // A request cheap enough to answer on the io thread: an AES _return whose store does not
+  // wait on the disk (job_service::records_without_io), an AES _minion_event.
+  bool runs_inline(const opened_request& r) const;
+  // A body small enough to open on the io thread (an AES load up to kSmallRequestBytes).
+  static constexpr std::size_t kSmallRequestBytes = 64 * 1024;
+  static bool small_request(const wire::value& body);
+
   // An AES command's handler: the decrypted load (without nonce/tok) and the peer.
   using aes_handler = std::function<wire::value(wire::value& load, const std::string& peer)>;
   // The AES command table (exact names; the file server's commands are looked up in it
@@ -62,7 +90,8 @@ class request_router {
   wire::value dispatch_aes(const std::string& cmd, wire::value& load, const std::string& peer);
   wire::value handle_auth(wire::value& load, int version, const std::string& peer);
   wire::value encrypt_private(const wire::value& ret, const std::string& id, const std::string& nonce,
-                              bool sign_messages, const wire::value& envelope);
+                              bool sign_messages, const std::optional<std::string>& enc_algo,
+                              const std::optional<std::string>& sig_algo);
   wire::value handle_pillar(const wire::value& load);
   wire::value handle_minion_event(const wire::value& load);
 

@@ -464,6 +464,117 @@ TEST_F(V2Fixture, v2_minion_uses_the_aes_key) {
   EXPECT_EQ(*r, value(true));
 }
 
+// The io-thread path (daemon.cpp): open_request, then run_request inline for what
+// runs_inline accepts, the rest on the pool. Same replies as handle_request.
+struct InlineFixture : CoreFixture {
+  std::string published_jid() {
+    master::publish_request req;
+    req.tgt = "m1";
+    req.fun = "test.ping";
+    auto r = core->publish(req);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    return r.jid;
+  }
+  master::request_router::opened_request open(const value& body) {
+    auto o = core->open_request(body, "test");
+    EXPECT_EQ(o.index(), 1u) << (o.index() == 0 ? std::get<0>(o).dump() : "");
+    return o.index() == 1 ? std::get<1>(o) : master::request_router::opened_request{};
+  }
+  value ret_load(const std::string& jid, const std::string& text) {
+    return value{{"cmd", "_return"}, {"success", true}, {"return", text}, {"retcode", 0},
+                 {"jid", jid}, {"fun", "test.ping"}, {"fun_args", value::array()}};
+  }
+};
+
+TEST_F(InlineFixture, return_of_a_published_job_runs_inline_and_is_stored_first_wins) {
+  login(m1);
+  ASSERT_EQ(core->jobs().mode(), master::job_cache::write_mode::journal);
+  const auto jid = published_jid();
+  std::vector<std::string> tags;
+  core->hub().subscribe_jid(jid, [&](const std::string& tag, const value&) { tags.push_back(tag); });
+  for (const char* text : {"first", "second"}) {
+    auto req = open(m1.aes_body(ret_load(jid, text), kNonce, m1.session));
+    EXPECT_EQ(req.cmd, "_return");
+    EXPECT_EQ(req.id, "m1");
+    EXPECT_TRUE(core->router().runs_inline(req));
+    bool authenticated = false;
+    std::string who;
+    auto reply = core->run_request(req, "test", &authenticated, &who);
+    EXPECT_TRUE(authenticated);
+    EXPECT_EQ(who, "m1");
+    auto opened = m1.open_reply(reply, kNonce, m1.session);
+    ASSERT_TRUE(opened) << reply.dump();
+    EXPECT_EQ(*opened, value(nullptr));
+  }
+  EXPECT_EQ(core->jobs().get_returns(jid)["m1"]["return"], "first");
+  EXPECT_EQ(tags, std::vector<std::string>{"salt/job/" + jid + "/ret/m1"});
+}
+
+TEST_F(InlineFixture, what_may_block_goes_to_the_pool) {
+  login(m1);
+  const auto jid = published_jid();
+  // A sign-in (RSA), a pillar (render), salt-call's jid "req" (a load is saved first), a
+  // job the cache does not index (a stat, maybe a new job dir), a file request.
+  auto signin = open(m1.auth_body(m1.auth_load(kNonce)));
+  EXPECT_FALSE(signin.aes);
+  EXPECT_EQ(signin.cmd, "_auth");
+  EXPECT_FALSE(core->router().runs_inline(signin));
+  EXPECT_FALSE(core->router().runs_inline(
+      open(m1.aes_body(value{{"cmd", "_pillar"}, {"grains", value::object()}}, kNonce, m1.session))));
+  EXPECT_FALSE(core->router().runs_inline(open(m1.aes_body(ret_load("req", "x"), kNonce, m1.session))));
+  EXPECT_FALSE(
+      core->router().runs_inline(open(m1.aes_body(ret_load("20250101000000000001", "x"), kNonce, m1.session))));
+  EXPECT_FALSE(core->router().runs_inline(
+      open(m1.aes_body(value{{"cmd", "_file_list"}, {"saltenv", "base"}}, kNonce, m1.session))));
+  EXPECT_TRUE(core->router().runs_inline(open(m1.aes_body(
+      value{{"cmd", "_minion_event"}, {"tag", "custom/m1"}, {"data", value::object()}}, kNonce, m1.session))));
+  EXPECT_TRUE(core->router().runs_inline(open(m1.aes_body(ret_load(jid, "x"), kNonce, m1.session))));
+  // The sign-in opened on the io thread completes on the pool as through handle_request.
+  auto reply = core->run_request(signin, "test");
+  EXPECT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false)) << reply.dump();
+}
+
+TEST_F(InlineFixture, refusals_are_the_reply_of_open) {
+  login(m1);
+  auto bad = core->open_request(value{{"enc", "aes"}, {"load", wire::make_bin("garbage")}, {"id", "m1"},
+                                      {"version", 3}},
+                                "test");
+  ASSERT_EQ(bad.index(), 0u);
+  EXPECT_EQ(std::get<0>(bad), value("bad load"));
+  EXPECT_EQ(core->open_request(value("not a map"), "test").index(), 0u);
+  // Big bodies are not opened on the io thread.
+  EXPECT_TRUE(master::request_router::small_request(m1.aes_body(ret_load("1", "x"), kNonce, m1.session)));
+  EXPECT_FALSE(master::request_router::small_request(
+      m1.aes_body(ret_load("1", std::string(master::request_router::kSmallRequestBytes, 'x')), kNonce, m1.session)));
+}
+
+struct InlineSyncFixture : InlineFixture {
+  void customize(config::master_config& c) override { c.job_cache_journal = false; }
+};
+
+TEST_F(InlineSyncFixture, sync_job_cache_returns_go_to_the_pool) {
+  login(m1);
+  ASSERT_EQ(core->jobs().mode(), master::job_cache::write_mode::sync);
+  const auto jid = published_jid();
+  EXPECT_FALSE(core->router().runs_inline(open(m1.aes_body(ret_load(jid, "x"), kNonce, m1.session))));
+}
+
+struct InlineNoCacheFixture : InlineFixture {
+  void customize(config::master_config& c) override { c.job_cache = false; }
+};
+
+TEST_F(InlineNoCacheFixture, returns_run_inline_without_a_job_cache) {
+  login(m1);
+  EXPECT_TRUE(core->router().runs_inline(
+      open(m1.aes_body(ret_load("20250101000000000001", "x"), kNonce, m1.session))));
+}
+
+struct InlineClusterFixture : LocalCopyFixture {};
+
+TEST_F(InlineClusterFixture, a_cluster_member_opens_nothing_on_the_io_thread) {
+  EXPECT_FALSE(core->inline_requests());
+}
+
 }  // namespace
 }  // namespace sylvite::test
 
