@@ -602,6 +602,61 @@ TEST(Transport, disconnect_closes_only_that_ids_connections) {
   EXPECT_TRUE(clients[1]->connected());
 }
 
+TEST(Transport, publishes_from_many_threads_arrive_whole_and_in_order_through_a_full_socket) {
+  // Four threads publish to a reader that does not read at first (small buffer: partial
+  // writes, a growing queue); then every frame must arrive whole, each thread's in its
+  // order.
+  io_pool pool;
+  tr::options opt;
+  opt.max_queue_bytes = 64u << 20;
+  opt.max_queue_frames = 100000;
+  counter online;
+  tr::pub_server srv(
+      pool.io, local_tcp(), opt, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool up) {
+        if (up) online.add();
+      });
+  ASSERT_TRUE(srv.start());
+  raw_conn raw(srv.bound_port(), 4096);
+  ASSERT_GE(raw.fd, 0);
+  ASSERT_TRUE(raw.write_all(wire::pack_frame(value::object(), value{{"id", "r"}})));
+  ASSERT_TRUE(online.wait_for(1));
+  constexpr int kThreads = 4, kPer = 300;
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < kPer; ++i) {
+        // Sizes vary so that partial writes split frames at many offsets.
+        const std::size_t pad = static_cast<std::size_t>((t * 7919 + i * 104729) % 20000);
+        srv.publish_all(pub_frame(value{{"t", t}, {"i", i}, {"pad", std::string(pad, 'x')}}));
+      }
+    });
+  }
+  for (auto& th : senders) th.join();
+  wire::frame_parser parser;
+  std::vector<int> next(kThreads, 0);
+  int got = 0;
+  char buf[65536];
+  while (got < kThreads * kPer) {
+    auto n = ::recv(raw.fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << "after " << got << " frames";
+    parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    for (;;) {
+      auto r = parser.next();
+      ASSERT_TRUE(r) << r.error().message();
+      if (!*r) break;
+      const auto t = (**r).body["t"].get<int>();
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, kThreads);
+      EXPECT_EQ((**r).body["i"].get<int>(), next[static_cast<std::size_t>(t)]) << "thread " << t;
+      next[static_cast<std::size_t>(t)] = (**r).body["i"].get<int>() + 1;
+      ++got;
+    }
+  }
+  EXPECT_EQ(got, kThreads * kPer);
+  EXPECT_TRUE(srv.is_connected("r"));
+}
+
 TEST(Transport, slow_reader_disconnected_others_keep_receiving) {
   io_pool pool;
   tr::options opt;
