@@ -338,13 +338,13 @@ std::vector<std::string> master_core::connected_ids() const {
 
 value master_core::handle_request(const value& body, const std::string& peer, bool* authenticated,
                                   std::string* minion_id) {
-  bool auth = false;
-  std::string who;
-  value r = router_->handle(body, peer, &auth, &who);
-  if (auth && !who.empty()) seen_->seen(who, wall_ms());
-  if (authenticated) *authenticated = auth;
-  if (minion_id) *minion_id = who;
-  return r;
+  auto opened = router_->open(body, peer);
+  if (auto* refused = std::get_if<value>(&opened)) {
+    if (authenticated) *authenticated = false;
+    if (minion_id) minion_id->clear();
+    return std::move(*refused);
+  }
+  return run_request(std::get<request_router::opened_request>(opened), peer, authenticated, minion_id);
 }
 
 std::variant<value, request_router::opened_request> master_core::open_request(const value& body,
