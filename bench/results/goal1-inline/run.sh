@@ -11,7 +11,7 @@ for i in 1 2; do for tr in zeromq tcp; do for inl in 1 0; do
   SYLVITE_REQUEST_INLINE=$inl bench/run --scenarios fanout --sizes 1000 --transport $tr $B --out $O/rootfs/$tr-inline$inl-$i.json
 done; done; done
 img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
-truncate -s 4G $img && mkfs.ext4 -q -F $img && mkdir -p $mnt && mount -o loop $img $mnt
+truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
 trap 'umount $mnt; rm -f $img' EXIT
 for i in 1 2; do for v in "1 job_cache_journal=true" "0 job_cache_journal=true" "1 job_cache=false"; do
   set -- $v
