@@ -23,3 +23,11 @@ bench/run --scenarios fanout --sizes 5000 --only sylvite --transport tcp --sylvi
   --swarm build/bin/sylvite-swarm --fanout-rounds 5 --tmp-dir $mnt --out $O/5k/tcp-5k-loop.json
 bench/run --scenarios fanout --sizes 5000 --only sylvite --transport tcp --sylvite-bin build/bin \
   --swarm build/bin/sylvite-swarm --fanout-rounds 5 --out $O/5k/tcp-5k-rootfs.json
+# Final: beside Salt (TCP, ZeroMQ) and sylvite alone twice, on the journaled image
+bench/run --scenarios fanout --sizes 1000 --transport tcp --sylvite-bin build/bin --swarm build/bin/sylvite-swarm \
+  --fanout-rounds 7 --tmp-dir $mnt --out $O/loop-ext4/both-tcp-1k.json
+for i in 1 2; do
+  bench/run --scenarios fanout --sizes 1000 --transport tcp $B --tmp-dir $mnt --out $O/loop-ext4/final-tcp-1k-$i.json
+done
+bench/run --scenarios fanout --sizes 1000 --transport zeromq --sylvite-bin build/bin --swarm build/bin/sylvite-swarm \
+  --fanout-rounds 7 --tmp-dir $mnt --out $O/loop-ext4/both-zeromq-1k.json
