@@ -24,6 +24,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "cluster/peer_bus.hpp"
@@ -323,8 +324,18 @@ int run_master(const config::master_config& cfg) {
   const transport::request_handler on_request = [core, &pool, shed_log, &zsink_ref, inline_ok,
                                                  qmax = cfg.request_queue_size](
                                                     value body, std::shared_ptr<transport::responder> r) {
-    auto answer = [core, &zsink_ref](const std::shared_ptr<transport::responder>& r, value reply, bool authenticated,
-                                     const std::string& who) {
+    // A request opened by master_core::open_request answered: its refusal, or what its
+    // command returns.
+    auto serve = [core, &zsink_ref](const std::shared_ptr<transport::responder>& r,
+                                    std::variant<value, request_router::opened_request>& opened) {
+      if (auto* refused = std::get_if<value>(&opened)) {
+        r->reply(std::move(*refused));
+        return;
+      }
+      bool authenticated = false;
+      std::string who;
+      value reply =
+          core->run_request(std::get<request_router::opened_request>(opened), r->peer().address, &authenticated, &who);
       if (authenticated) r->mark_authenticated();
       if (!who.empty())
         if (auto* z = zsink_ref.load()) z->seen(who, r->peer().address);
@@ -333,30 +344,15 @@ int run_master(const config::master_config& cfg) {
     std::function<void()> task;
     if (inline_ok && request_router::small_request(body)) {
       auto opened = core->open_request(body, r->peer().address);
-      if (auto* refused = std::get_if<value>(&opened)) {
-        r->reply(std::move(*refused));
+      if (opened.index() == 0 || core->router().runs_inline(std::get<request_router::opened_request>(opened))) {
+        serve(r, opened);
         return;
       }
-      auto& req = std::get<request_router::opened_request>(opened);
-      if (core->router().runs_inline(req)) {
-        bool authenticated = false;
-        std::string who;
-        value reply = core->run_request(req, r->peer().address, &authenticated, &who);
-        answer(r, std::move(reply), authenticated, who);
-        return;
-      }
-      task = [core, answer, req = std::move(req), r]() mutable {
-        bool authenticated = false;
-        std::string who;
-        value reply = core->run_request(req, r->peer().address, &authenticated, &who);
-        answer(r, std::move(reply), authenticated, who);
-      };
+      task = [serve, opened = std::move(opened), r]() mutable { serve(r, opened); };
     } else {
-      task = [core, answer, body = std::move(body), r]() {
-        bool authenticated = false;
-        std::string who;
-        value reply = core->handle_request(body, r->peer().address, &authenticated, &who);
-        answer(r, std::move(reply), authenticated, who);
+      task = [core, serve, body = std::move(body), r]() {
+        auto opened = core->open_request(body, r->peer().address);
+        serve(r, opened);
       };
     }
     if (!pool.submit(std::move(task))) {

@@ -538,7 +538,7 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
         std::lock_guard lk(q_mu_);
         queued = q_.size();
       }
-      if (queued < kMaxQueued) return save_return_async(jid, id, ret_load);
+      if (queued < queue_bound()) return save_return_async(jid, id, ret_load);
       drain();  // back-pressure: the writer is far behind
     }
     return save_return_sync(jid, id, ret_load);
@@ -548,11 +548,15 @@ result<bool> job_cache::save_return(const std::string& jid, const std::string& i
   }
 }
 
+std::size_t job_cache::queue_bound() const noexcept {
+  return mode_ == write_mode::journal ? kMaxQueuedJournal : kMaxQueued;
+}
+
 bool job_cache::records_without_io(const std::string& jid) const {
   if (mode_ == write_mode::sync) return false;
   {
     std::lock_guard lk(q_mu_);
-    if (q_.size() >= (mode_ == write_mode::journal ? kMaxQueuedJournal : kMaxQueued)) return false;
+    if (q_.size() >= queue_bound()) return false;
   }
   std::lock_guard lk(idx_mu_);
   return idx_.count(jid) != 0;
@@ -608,7 +612,7 @@ result<bool> job_cache::save_return_async(const std::string& jid, const std::str
       // is in journal order (the writer releases records by sequence). Past the queue's
       // bound (the writer is far behind: no idle CPU for long) the return is written
       // here instead, as in sync mode.
-      if (q_.size() >= kMaxQueuedJournal) journaled = false;
+      if (q_.size() >= queue_bound()) journaled = false;
       else if (auto seq = journal_->append('R', record)) w.seq = *seq;
       else journaled = false;
     }

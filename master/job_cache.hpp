@@ -161,6 +161,9 @@ class job_cache final : public job_store {
   std::chrono::steady_clock::time_point last_activity() const;
   void run_writer();
   void replay_journal();
+  // How many returns may wait for the writer (async or journal mode); past it save_return
+  // writes in the caller.
+  std::size_t queue_bound() const noexcept;
   static std::string journal_body(const std::string& id, const return_files& f);
 
   std::filesystem::path dir_;
