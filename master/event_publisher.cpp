@@ -36,12 +36,21 @@ std::optional<std::pair<std::string, value>> unpack_salt_event(std::string_view 
   return std::make_pair(std::string(packed.substr(0, p)), std::move(*d));
 }
 
+struct event_publisher::book {
+  std::mutex mu;
+  std::list<std::shared_ptr<conn>> conns;
+  bool stopped = false;  // under mu; set once by stop()
+  std::atomic<std::uint64_t> sent{0};
+
+  void drop(const std::shared_ptr<conn>& c);
+};
+
 struct event_publisher::conn : std::enable_shared_from_this<conn> {
-  conn(local::socket s, event_publisher* o)
-      : sock(std::move(s)), strand(asio::make_strand(sock.get_executor())), owner(o) {}
+  conn(local::socket s, std::shared_ptr<book> b)
+      : sock(std::move(s)), strand(asio::make_strand(sock.get_executor())), owner(std::move(b)) {}
   local::socket sock;
   asio::strand<asio::any_io_executor> strand;
-  event_publisher* owner;
+  std::shared_ptr<book> owner;
   std::mutex mu;
   std::deque<std::shared_ptr<const std::string>> q;
   std::size_t bytes = 0;  // of q
@@ -80,7 +89,7 @@ struct event_publisher::conn : std::enable_shared_from_this<conn> {
                           self->writing = false;
                           return;
                         }
-                        self->owner->sent_++;
+                        self->owner->sent++;
                         {
                           std::lock_guard lk(self->mu);
                           if (!self->q.empty()) {
@@ -94,7 +103,7 @@ struct event_publisher::conn : std::enable_shared_from_this<conn> {
 };
 
 event_publisher::event_publisher(asio::io_context& io, settings s, event_hub& hub)
-    : io_(io), s_(std::move(s)), hub_(hub), acceptor_(io) {}
+    : io_(io), s_(std::move(s)), hub_(hub), acceptor_(io), book_(std::make_shared<book>()) {}
 
 event_publisher::~event_publisher() { stop(); }
 
@@ -139,16 +148,19 @@ result<void> event_publisher::start() {
 }
 
 void event_publisher::stop() {
-  if (stopped_.exchange(true)) return;
+  std::list<std::shared_ptr<conn>> cs;
+  boost::system::error_code ec;
+  {
+    // Under the book's lock: an accept handler that is running finishes first, and any
+    // later one sees `stopped` and returns without touching this object.
+    std::lock_guard lk(book_->mu);
+    if (book_->stopped) return;
+    book_->stopped = true;
+    acceptor_.close(ec);
+    cs.swap(book_->conns);
+  }
   if (sub_) hub_.unsubscribe(sub_);
   sub_ = 0;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
-  std::list<std::shared_ptr<conn>> cs;
-  {
-    std::lock_guard lk(mu_);
-    cs.swap(conns_);
-  }
   for (auto& c : cs) {
     std::lock_guard lk(c->mu);
     c->closed = true;
@@ -160,34 +172,35 @@ void event_publisher::stop() {
 }
 
 std::size_t event_publisher::subscribers() const {
-  std::lock_guard lk(mu_);
-  return conns_.size();
+  std::lock_guard lk(book_->mu);
+  return book_->conns.size();
 }
 
+std::uint64_t event_publisher::sent() const noexcept { return book_->sent.load(); }
+
 void event_publisher::accept() {
-  acceptor_.async_accept([this](boost::system::error_code ec, local::socket s) {
-    if (ec || stopped_) return;
-    auto c = std::make_shared<conn>(std::move(s), this);
-    bool full = false;
-    {
-      std::lock_guard lk(mu_);
-      if (conns_.size() >= s_.max_subscribers) full = true;
-      else conns_.push_back(c);
-    }
-    if (full) {
+  // From start(), or from the previous handler with the book's lock held, so that stop()
+  // never closes the acceptor while a handler is re-arming it.
+  acceptor_.async_accept([this, b = book_](boost::system::error_code ec, local::socket s) {
+    if (ec) return;
+    std::lock_guard lk(b->mu);
+    if (b->stopped) return;  // this object may be gone: touch nothing of it
+    auto c = std::make_shared<conn>(std::move(s), b);
+    if (b->conns.size() >= s_.max_subscribers) {
       if (shed_log_.hit())
         spdlog::warn("event publisher: {} subscribers already (max); refused a new one ({} event(s) shed so far)",
                      s_.max_subscribers, shed_.load());
       boost::system::error_code ignored;
       c->sock.close(ignored);
     } else {
+      b->conns.push_back(c);
       asio::post(c->strand, [c] { c->read_loop(); });
     }
     accept();
   });
 }
 
-void event_publisher::drop(const std::shared_ptr<conn>& c) {
+void event_publisher::book::drop(const std::shared_ptr<conn>& c) {
   {
     std::lock_guard lk(c->mu);
     if (c->closed) return;
@@ -196,16 +209,16 @@ void event_publisher::drop(const std::shared_ptr<conn>& c) {
     boost::system::error_code ec;
     c->sock.close(ec);
   }
-  std::lock_guard lk(mu_);
-  conns_.remove(c);
+  std::lock_guard lk(mu);
+  conns.remove(c);
 }
 
 void event_publisher::on_event(const std::string& tag, const value& data) {
   std::vector<std::shared_ptr<conn>> cs;
   {
-    std::lock_guard lk(mu_);
-    if (conns_.empty()) return;
-    cs.assign(conns_.begin(), conns_.end());
+    std::lock_guard lk(book_->mu);
+    if (book_->stopped || book_->conns.empty()) return;
+    cs.assign(book_->conns.begin(), book_->conns.end());
   }
   auto frame = std::make_shared<const std::string>(frame_salt_event(tag, data));
   for (auto& c : cs) {

@@ -62,26 +62,25 @@ class event_publisher {
   void stop();
 
   std::uint64_t shed() const noexcept { return shed_.load(); }
-  std::uint64_t sent() const noexcept { return sent_.load(); }
+  std::uint64_t sent() const noexcept;
   std::size_t subscribers() const;
 
  private:
   struct conn;
+  // What the connections and the accept handler share. It outlives the publisher, so a
+  // handler that runs during or after stop() finds `stopped` set and touches nothing else.
+  struct book;
   void accept();
   void on_event(const std::string& tag, const wire::value& data);
-  void drop(const std::shared_ptr<conn>& c);
 
   boost::asio::io_context& io_;
   settings s_;
   event_hub& hub_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   std::uint64_t sub_ = 0;
-  mutable std::mutex mu_;
-  std::list<std::shared_ptr<conn>> conns_;
-  std::atomic<bool> stopped_{false};
+  std::shared_ptr<book> book_;
   bool created_ = false;
   std::atomic<std::uint64_t> shed_{0};
-  std::atomic<std::uint64_t> sent_{0};
   util::log_limiter shed_log_;
 };
 
