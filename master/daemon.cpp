@@ -342,13 +342,16 @@ int run_master(const config::master_config& cfg) {
       r->reply(std::move(reply));
     };
     std::function<void()> task;
-    if (inline_ok && request_router::small_request(body)) {
-      auto opened = core->open_request(body, r->peer().address);
-      if (opened.index() == 0 || core->router().runs_inline(std::get<request_router::opened_request>(opened))) {
-        serve(r, opened);
+    // Opened here only from memory: a key that must be read from disk sends the whole
+    // request to the pool (open_request_in_memory gives nullopt).
+    std::optional<std::variant<value, request_router::opened_request>> opened;
+    if (inline_ok && request_router::small_request(body)) opened = core->open_request_in_memory(body, r->peer().address);
+    if (opened) {
+      if (opened->index() == 0 || core->router().runs_inline(std::get<request_router::opened_request>(*opened))) {
+        serve(r, *opened);
         return;
       }
-      task = [serve, opened = std::move(opened), r]() mutable { serve(r, opened); };
+      task = [serve, opened = std::move(*opened), r]() mutable { serve(r, opened); };
     } else {
       task = [core, serve, body = std::move(body), r]() {
         auto opened = core->open_request(body, r->peer().address);

@@ -237,6 +237,11 @@ std::shared_ptr<const crypto::crypticle> session_store::lookup(const std::string
   return load(s, id, false);
 }
 
+std::optional<std::shared_ptr<const crypto::crypticle>> session_store::lookup_cached(const std::string& id) {
+  if (auto c = cached(shard_of(id), id)) return c;
+  return std::nullopt;
+}
+
 void session_store::remove(const std::string& id) {
   auto& s = shard_of(id);
   {

@@ -97,6 +97,9 @@ class session_store {
   // For decrypting requests: the current key, nullptr if missing or expired (no disk
   // write: a refused request must not create files).
   std::shared_ptr<const crypto::crypticle> lookup(const std::string& id);
+  // lookup without touching the file system: nullopt when the key of id is not in memory,
+  // expired or due for its re-check (then call lookup off the io thread).
+  std::optional<std::shared_ptr<const crypto::crypticle>> lookup_cached(const std::string& id);
   void remove(const std::string& id);  // key deleted/rejected
   const std::filesystem::path& dir() const noexcept { return dir_; }
   std::uint64_t file_reads() const noexcept { return file_checks_.load(); }  // tests

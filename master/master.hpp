@@ -98,6 +98,12 @@ class master_core {
   bool inline_requests() const noexcept { return !cfg_.cluster_id.has_value(); }
   std::variant<wire::value, request_router::opened_request> open_request(const wire::value& body,
                                                                           const std::string& peer);
+  // open_request for the io thread: nullopt when it would read a key file (then
+  // open_request on the pool); request_router::open_in_memory.
+  std::optional<std::variant<wire::value, request_router::opened_request>> open_request_in_memory(
+      const wire::value& body, const std::string& peer) {
+    return router_->open_in_memory(body, peer);
+  }
   wire::value run_request(request_router::opened_request& r, const std::string& peer, bool* authenticated = nullptr,
                           std::string* minion_id = nullptr);
 

@@ -99,6 +99,31 @@ bool request_router::runs_inline(const opened_request& r) const {
 
 std::variant<value, request_router::opened_request> request_router::open(const value& body, const std::string& peer) {
   counters_.requests++;
+  bool needs_io = false;
+  return open_impl(body, peer, false, needs_io);
+}
+
+std::optional<std::variant<value, request_router::opened_request>> request_router::open_in_memory(
+    const value& body, const std::string& peer) {
+  bool needs_io = false;
+  auto r = open_impl(body, peer, true, needs_io);
+  if (needs_io) return std::nullopt;
+  counters_.requests++;
+  return r;
+}
+
+std::variant<value, request_router::opened_request> request_router::open_impl(const value& body,
+                                                                               const std::string& peer,
+                                                                               bool memory_only, bool& needs_io) {
+  // The session key and the token check, from memory only when memory_only.
+  auto session_key = [&](const std::string& id) -> std::optional<std::shared_ptr<const crypto::crypticle>> {
+    if (memory_only) return keys_.sessions().lookup_cached(id);
+    return keys_.sessions().lookup(id);
+  };
+  auto token_ok = [&](const std::string& id, std::string_view tok) -> std::optional<bool> {
+    if (memory_only) return keys_.accepted().verify_token_cached(id, tok);
+    return keys_.accepted().verify_token(id, tok);
+  };
   try {
     if (!body.is_object() || !wire::find(body, "enc") || !wire::find(body, "load")) {
       return refuse(peer, "bad load received on socket (not a map with enc and load)");
@@ -125,8 +150,14 @@ std::variant<value, request_router::opened_request> request_router::open(const v
       if (version > 2) {
         auto env_id = wire::get_text(body, "id");
         if (!env_id || !pki::valid_id(*env_id)) return refuse(peer, "invalid envelope id");
-        auto crypt = keys_.sessions().lookup(std::string(*env_id));
+        auto found = session_key(std::string(*env_id));
+        if (!found) {
+          needs_io = true;
+          return value();
+        }
+        auto crypt = std::move(*found);
         if (!crypt) return refuse(peer, "no session key for '" + std::string(*env_id) + "' (re-auth needed)");
+        r.session = crypt;
         auto l = crypt->loads(*cipher, {}, false);
         if (!l) {
           if (l.error() == crypto::make_error_code(crypto::errc::bad_format)) {
@@ -203,10 +234,20 @@ std::variant<value, request_router::opened_request> request_router::open(const v
         return refuse(peer, "request id mismatch: load id '" + id + "'");
       if (!pki::valid_id(id)) return refuse(peer, "invalid minion id '" + id + "'");
       if (!tok) return refuse(peer, "request of '" + id + "' has no tok");
-      if (!keys_.accepted().verify_token(id, *tok)) return refuse(peer, "token of '" + id + "' did not verify");
+      auto ok = token_ok(id, *tok);
+      if (!ok) {
+        needs_io = true;
+        return value();
+      }
+      if (!*ok) return refuse(peer, "token of '" + id + "' did not verify");
     } else if (tok && wire::find(load, "id")) {
-      if (!pki::valid_id(id) || !keys_.accepted().verify_token(id, *tok))
-        return refuse(peer, "token of '" + id + "' did not verify");
+      if (!pki::valid_id(id)) return refuse(peer, "token of '" + id + "' did not verify");
+      auto ok = token_ok(id, *tok);
+      if (!ok) {
+        needs_io = true;
+        return value();
+      }
+      if (!*ok) return refuse(peer, "token of '" + id + "' did not verify");
     }
 
     auto cmd_v = wire::get_text(load, "cmd");
@@ -237,7 +278,8 @@ value request_router::run(opened_request& r, const std::string& peer, bool* auth
       }
       // mode "send"
       if (r.version > 2) {
-        auto crypt = keys_.sessions().lookup(id);
+        // The key that opened the request (the minion decrypts the reply with it).
+        auto crypt = r.session ? r.session : keys_.sessions().lookup(id);
         if (!crypt) return refuse(peer, "session key of '" + id + "' vanished");
         return wire::make_bin(crypt->dumps(ret, r.nonce));
       }

@@ -12,10 +12,11 @@
 // Salt references: salt/channel/server.py ReqServerChannel.handle_message and
 // salt/master.py AESFuncs/ClearFuncs (3008.5); the order of checks is in
 // request_router.cpp.
-// Thread-safety: every call may run on many threads at once. open() and, for a request
-// runs_inline() accepts, run() do no blocking I/O on a single master with a local cachedir
-// (a stat now and then, an append to the job cache journal): the daemon calls them on the
-// io thread that read the request, and hands the rest to the worker pool.
+// Thread-safety: every call may run on many threads at once. open_in_memory() and, for a
+// request runs_inline() accepts, run() do no blocking I/O on a single master with a local
+// cachedir (no file read; an append to the job cache journal at most): the daemon calls
+// them on the io thread that read the request, and hands the rest to the worker pool
+// (open() there when open_in_memory() found a key missing from memory).
 #pragma once
 #include <functional>
 #include <map>
@@ -68,8 +69,14 @@ class request_router {
     bool aes = false;
     std::optional<std::string> enc_algo;  // the envelope's, for a _pillar reply
     std::optional<std::string> sig_algo;
+    std::shared_ptr<const crypto::crypticle> session;  // v3: the key that opened it (the reply's)
   };
   std::variant<wire::value, opened_request> open(const wire::value& body, const std::string& peer);
+  // open() for the io thread: nullopt, having done nothing, when opening would read a file
+  // (the session key or the accepted key of the minion is not in memory, or due for its
+  // re-check); the caller then calls open() on a worker thread.
+  std::optional<std::variant<wire::value, opened_request>> open_in_memory(const wire::value& body,
+                                                                          const std::string& peer);
   wire::value run(opened_request& r, const std::string& peer, bool* authenticated = nullptr,
                   std::string* minion_id = nullptr);
   // A request cheap enough to answer on the io thread: an AES _return whose store does not
@@ -87,6 +94,9 @@ class request_router {
 
  private:
   wire::value refuse(const std::string& peer, const std::string& reason, wire::value reply = "bad load");
+  // open() and open_in_memory(): with memory_only, sets needs_io instead of reading a key file.
+  std::variant<wire::value, opened_request> open_impl(const wire::value& body, const std::string& peer,
+                                                      bool memory_only, bool& needs_io);
   wire::value dispatch_aes(const std::string& cmd, wire::value& load, const std::string& peer);
   wire::value handle_auth(wire::value& load, int version, const std::string& peer);
   wire::value encrypt_private(const wire::value& ret, const std::string& id, const std::string& nonce,

@@ -548,6 +548,63 @@ TEST_F(InlineFixture, refusals_are_the_reply_of_open) {
       m1.aes_body(ret_load("1", std::string(master::request_router::kSmallRequestBytes, 'x')), kNonce, m1.session)));
 }
 
+// The io thread opens a request from memory only: a session key or an accepted key that
+// is not cached (a restarted master, a key past its re-check) sends the request to the
+// pool, where open() reads the files; nothing is read, counted or logged on the io thread.
+TEST_F(InlineFixture, keys_not_in_memory_are_read_on_the_pool_not_the_io_thread) {
+  login(m1);
+  const value ev{{"cmd", "_minion_event"}, {"tag", "custom/m1"}, {"data", value::object()}};
+  // A restarted master: the session key and the accepted key exist only on disk.
+  core.reset();
+  {
+    auto cfg = make_config(tmp.path);
+    customize(cfg);
+    auto c = master::master_core::create(cfg);
+    ASSERT_TRUE(c) << c.error().message();
+    core = std::move(*c);
+    core->set_pub_sink(&sink);
+  }
+  const auto body = m1.aes_body(ev, kNonce, m1.session);
+  const auto reads = core->sessions().file_reads();
+  const auto key_stats = core->accepted().file_checks();
+  const auto requests = core->counters().requests.load();
+  EXPECT_FALSE(core->open_request_in_memory(body, "test"));
+  EXPECT_EQ(core->sessions().file_reads(), reads);
+  EXPECT_EQ(core->accepted().file_checks(), key_stats);
+  EXPECT_EQ(core->counters().requests.load(), requests);
+
+  // Only the session key in memory: the token's key is still on disk.
+  ASSERT_TRUE(core->sessions().lookup("m1"));
+  EXPECT_FALSE(core->open_request_in_memory(body, "test"));
+  EXPECT_EQ(core->accepted().file_checks(), key_stats);
+
+  // The pool's open() reads both; the next request opens on the io thread.
+  auto pooled = core->open_request(body, "test");
+  ASSERT_EQ(pooled.index(), 1u) << std::get<0>(pooled).dump();
+  ASSERT_TRUE(core->accepted().watching()) << "inotify is needed for keys cached without a stat";
+  const auto reads_after = core->sessions().file_reads();
+  auto opened = core->open_request_in_memory(m1.aes_body(ev, kNonce, m1.session), "test");
+  ASSERT_TRUE(opened);
+  ASSERT_EQ(opened->index(), 1u) << std::get<0>(*opened).dump();
+  EXPECT_EQ(core->sessions().file_reads(), reads_after);
+  auto& req = std::get<1>(*opened);
+  EXPECT_TRUE(req.session);
+  auto reply = core->run_request(req, "test");
+  auto r = m1.open_reply(reply, kNonce, m1.session);
+  ASSERT_TRUE(r) << reply.dump();
+  EXPECT_EQ(*r, value(nullptr));  // Salt: _minion_event answers None
+
+  // A refusal needs no file: it is the answer on the io thread, counted once.
+  auto bad = core->open_request_in_memory(
+      value{{"enc", "aes"}, {"load", wire::make_bin("garbage")}, {"id", "m1"}, {"version", 3}}, "test");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->index(), 0u);
+  // An unknown minion's key is looked for on disk, on the pool.
+  fake_minion m9{"m9", cached_key(2)};
+  m9.session = m1.session;
+  EXPECT_FALSE(core->open_request_in_memory(m9.aes_body(ev, kNonce, m9.session), "test"));
+}
+
 struct InlineSyncFixture : InlineFixture {
   void customize(config::master_config& c) override { c.job_cache_journal = false; }
 };
