@@ -77,6 +77,25 @@ bool raw_bool(const config::master_config& cfg, const char* key) {
 
 }  // namespace
 
+// True if pred holds for an entry of an autosign/autoreject file or an autosign grains
+// file: a line without its surrounding blanks, not empty, not a # comment.
+static bool any_entry(const std::string& text, const std::function<bool(const std::string&)>& pred) {
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    auto nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    auto b = line.find_first_not_of(" \t\r");
+    auto e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    line = line.substr(b, e - b + 1);
+    if (line[0] == '#') continue;
+    if (pred(line)) return true;
+  }
+  return false;
+}
+
 bool check_signing_file(const std::string& id, const std::string& path) {
   if (path.empty()) return false;
   std::error_code ec;
@@ -86,21 +105,7 @@ bool check_signing_file(const std::string& id, const std::string& path) {
     return false;
   }
   auto text = util::read_file(path);
-  if (!text) return false;
-  std::size_t pos = 0;
-  while (pos <= text->size()) {
-    auto nl = text->find('\n', pos);
-    if (nl == std::string::npos) nl = text->size();
-    std::string line = text->substr(pos, nl - pos);
-    pos = nl + 1;
-    auto b = line.find_first_not_of(" \t\r");
-    auto e = line.find_last_not_of(" \t\r");
-    if (b == std::string::npos) continue;
-    line = line.substr(b, e - b + 1);
-    if (line[0] == '#') continue;
-    if (signing_line_matches(id, line)) return true;
-  }
-  return false;
+  return text && any_entry(*text, [&](const std::string& line) { return signing_line_matches(id, line); });
 }
 
 namespace {
@@ -141,20 +146,7 @@ bool check_autosign_grains(const auth_context& ctx, const value* grains) {
     else want = it->dump();  // str(value) approximation for numbers/bools
     if (it->is_boolean()) want = it->get<bool>() ? "True" : "False";
     auto text = util::read_file(path);
-    if (!text) continue;
-    std::size_t pos = 0;
-    while (pos <= text->size()) {
-      auto nl = text->find('\n', pos);
-      if (nl == std::string::npos) nl = text->size();
-      std::string line = text->substr(pos, nl - pos);
-      pos = nl + 1;
-      auto b = line.find_first_not_of(" \t\r");
-      auto e = line.find_last_not_of(" \t\r");
-      if (b == std::string::npos) continue;
-      line = line.substr(b, e - b + 1);
-      if (line[0] == '#') continue;
-      if (line == want) return true;
-    }
+    if (text && any_entry(*text, [&](const std::string& line) { return line == want; })) return true;
   }
   return false;
 }

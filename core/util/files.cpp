@@ -83,38 +83,9 @@ std::string write_temp(const fs::path& p, std::string_view data, unsigned mode, 
 }
 }  // namespace
 
-result<std::string> read_file(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return os_error(err);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-result<std::string> read_file_nofollow(const fs::path& p, std::size_t max_bytes) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return os_error(EINVAL);
-  }
-  if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return os_error(EFBIG);
-  }
+namespace {
+// Reads fd to its end and closes it; EFBIG once more than max_bytes were read.
+result<std::string> read_all_and_close(int fd, std::size_t max_bytes) {
   std::string out;
   char buf[65536];
   for (;;) {
@@ -134,6 +105,28 @@ result<std::string> read_file_nofollow(const fs::path& p, std::size_t max_bytes)
   }
   ::close(fd);
   return out;
+}
+}  // namespace
+
+result<std::string> read_file(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
+  return read_all_and_close(fd, std::string().max_size());
+}
+
+result<std::string> read_file_nofollow(const fs::path& p, std::size_t max_bytes) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return os_error(EINVAL);
+  }
+  if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return os_error(EFBIG);
+  }
+  return read_all_and_close(fd, max_bytes);
 }
 
 result<void> make_dirs(const fs::path& p, unsigned mode) {
