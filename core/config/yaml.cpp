@@ -27,6 +27,7 @@
 
 #include "core/config/config.hpp"
 #include "core/config/detail.hpp"
+#include "core/wire/py_repr.hpp"
 
 namespace sylvite::config {
 namespace detail {
@@ -183,40 +184,8 @@ wire::value resolve_plain_scalar(std::string_view s) {
   return wire::value(std::string(s));
 }
 
-std::string python_float_repr(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);  // e.g. "-1.5e-05", "1e+16"
-  bool neg = sci[0] == '-';
-  if (neg) sci.erase(0, 1);
-  auto epos = sci.find('e');
-  std::string mant = sci.substr(0, epos);
-  int exp = std::stoi(sci.substr(epos + 1));
-  std::string digits;
-  for (char c : mant)
-    if (c != '.') digits.push_back(c);
-  std::string out;
-  if (exp >= -4 && exp < 16) {
-    if (exp >= 0) {
-      if (static_cast<int>(digits.size()) <= exp + 1) {
-        out = digits + std::string(static_cast<std::size_t>(exp + 1) - digits.size(), '0') + ".0";
-      } else {
-        out = digits.substr(0, static_cast<std::size_t>(exp + 1)) + "." + digits.substr(static_cast<std::size_t>(exp + 1));
-      }
-    } else {
-      out = "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
-    }
-  } else {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char eb[16];
-    std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    out += eb;
-  }
-  return neg ? "-" + out : out;
-}
+// CPython's repr(float), as PyYAML's represent_float starts from it.
+std::string python_float_repr(double d) { return wire::py_float_repr(d); }
 
 std::optional<std::string_view> bytes_of(const wire::value& v) {
   if (v.is_string()) return std::string_view(v.get_ref<const std::string&>());
