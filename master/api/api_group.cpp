@@ -20,6 +20,7 @@
 
 #include "core/crypto/rsa.hpp"
 #include "master/api/api_http.hpp"
+#include "master/cli/batch.hpp"
 #include "master/job_cache.hpp"
 
 namespace sylvite::master::api {
@@ -589,28 +590,17 @@ chunk_result master_group::run_batch(const value& chunk, const std::string& user
   std::vector<std::string> up;
   for (auto it = gathered.ret.begin(); it != gathered.ret.end(); ++it) up.push_back(it.key());
   std::sort(up.begin(), up.end());
-  // The batch size as the local client computes it: an int, or a percentage of `up`.
-  std::size_t size = 0;
-  try {
-    if (spec.ends_with("%")) {
-      double pct = std::stod(spec.substr(0, spec.size() - 1));
-      size = static_cast<std::size_t>(std::max(1.0, up.size() * pct / 100.0));
-    } else {
-      size = static_cast<std::size_t>(std::stoul(spec));
-    }
-  } catch (const std::exception&) {
-    size = 0;
-  }
-  if (size == 0) {
+  // The batches as the local client cuts them (cli::batch_windows, as api_lowstate).
+  auto windows = cli::batch_windows(spec, up);
+  if (!windows) {
     r.status = 400;
     r.error = "Invalid batch data sent: " + spec;
     return r;
   }
-  for (std::size_t i = 0; i < up.size(); i += size) {
+  for (const auto& window : *windows) {
     value c = chunk;
     c["client"] = "local";
-    c["tgt"] = to_array(std::vector<std::string>(up.begin() + static_cast<std::ptrdiff_t>(i),
-                                                 up.begin() + static_cast<std::ptrdiff_t>(std::min(up.size(), i + size))));
+    c["tgt"] = to_array(window);
     c["tgt_type"] = "list";
     c.erase("expr_form");
     c.erase("jid");

@@ -329,15 +329,14 @@ chunk_result lowstate_runner::local_batch(const value& chunk, const std::string&
   std::vector<std::string> up;
   for (auto it = gathered.ret.begin(); it != gathered.ret.end(); ++it) up.push_back(it.key());
   std::sort(up.begin(), up.end());
-  auto size = cli::batch_size_of(spec, up.size());
-  if (!size) {
+  auto windows = cli::batch_windows(spec, up);
+  if (!windows) {
     r.status = 400;
     r.error = "Invalid batch data sent: " + spec;
     return r;
   }
-  for (std::size_t i = 0; i < up.size() && !stopping_->load(); i += *size) {
-    value window = value::array();
-    for (std::size_t j = i; j < std::min(up.size(), i + *size); ++j) window.push_back(up[j]);
+  for (const auto& window : *windows) {
+    if (stopping_->load()) break;
     value c = chunk;
     c["tgt"] = window;
     c["tgt_type"] = "list";

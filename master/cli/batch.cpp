@@ -95,6 +95,17 @@ std::optional<std::size_t> batch_size_of(const std::string& spec, std::size_t n_
   return static_cast<std::size_t>(std::max<long long>(1, *b));
 }
 
+std::optional<std::vector<std::vector<std::string>>> batch_windows(const std::string& spec,
+                                                                   const std::vector<std::string>& up) {
+  auto size = batch_size_of(spec, up.size());
+  if (!size) return std::nullopt;
+  std::vector<std::vector<std::string>> out;
+  for (std::size_t i = 0; i < up.size(); i += *size)
+    out.emplace_back(up.begin() + static_cast<std::ptrdiff_t>(i),
+                     up.begin() + static_cast<std::ptrdiff_t>(std::min(up.size(), i + *size)));
+  return out;
+}
+
 std::string py_list_repr(const std::vector<std::string>& items) {
   value l = value::array();
   for (auto& i : items) l.push_back(i);

@@ -32,6 +32,11 @@ namespace sylvite::cli {
 std::optional<long long> batch_bnum(const std::string& spec, std::size_t n_minions);
 // Salt's batch_state.get_batch_size: as batch_bnum but at least 1. nullopt when invalid.
 std::optional<std::size_t> batch_size_of(const std::string& spec, std::size_t n_minions);
+// The local client's batches (salt-api `local` with `batch`): `up` (the minions that
+// answered the gather) cut into windows of batch_size_of(spec) in order. nullopt when the
+// spec is invalid.
+std::optional<std::vector<std::vector<std::string>>> batch_windows(const std::string& spec,
+                                                                   const std::vector<std::string>& up);
 
 // Python's float(text) / int(text) (blanks around, sign; int: decimal digits with single
 // underscores between; float: no hex). nullopt where Python raises ValueError.

@@ -47,6 +47,22 @@ TEST(BatchSize, NumbersAndPercentages) {
   EXPECT_EQ(cli::py_int_text("-2"), -2);
 }
 
+// salt-api's `local` with `batch` (api_lowstate, and api_group on a cluster): the minions
+// that answered, in windows of the batch size the CLI computes.
+TEST(BatchSize, WindowsOfTheLocalClient) {
+  const std::vector<std::string> up{"a", "b", "c", "d", "e"};
+  using windows = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(cli::batch_windows("2", up), (windows{{"a", "b"}, {"c", "d"}, {"e"}}));
+  EXPECT_EQ(cli::batch_windows("40%", up), (windows{{"a", "b"}, {"c", "d"}, {"e"}}));
+  EXPECT_EQ(cli::batch_windows("10%", up), (windows{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}}));  // ceil below 1
+  EXPECT_EQ(cli::batch_windows("0", up), (windows{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}}));    // at least 1
+  EXPECT_EQ(cli::batch_windows("9", up), (windows{up}));
+  EXPECT_EQ(cli::batch_windows("3", {}), windows{});
+  EXPECT_FALSE(cli::batch_windows("1.5", up));  // Python's int("1.5") raises
+  EXPECT_FALSE(cli::batch_windows("abc", up));
+  EXPECT_FALSE(cli::batch_windows("x%", up));
+}
+
 TEST(BatchSize, ListRepr) {
   EXPECT_EQ(cli::py_list_repr({"a", "b"}), "['a', 'b']");
   EXPECT_EQ(cli::py_list_repr({}), "[]");
