@@ -17,10 +17,10 @@ std::uint64_t event_hub::subscribe_jid(const std::string& jid, handler h) {
   return id;
 }
 
-std::uint64_t event_hub::subscribe_all(handler h) {
+std::uint64_t event_hub::subscribe_all(handler h, std::function<bool()> wanted) {
   std::lock_guard lk(mu_);
   auto id = next_++;
-  subs_[id] = sub{{}, std::make_shared<handler>(std::move(h))};
+  subs_[id] = sub{{}, std::make_shared<handler>(std::move(h)), false, std::move(wanted)};
   return id;
 }
 
@@ -77,19 +77,12 @@ void event_hub::fire(const std::string& tag, const wire::value& data_in, const s
       spdlog::warn("event '{}' not fired: its data is not a map ({} such event(s) so far)", tag, refused_.load());
     return;
   }
-  wire::value stamped;
-  const wire::value* data = &data_in;
-  if (from == origin::local || !wire::find(data_in, "_stamp")) {
-    stamped = data_in;
-    stamped["_stamp"] = stamp_now();
-    data = &stamped;
-  }
   fired_++;
   std::vector<std::shared_ptr<handler>> hs;
   {
     std::lock_guard lk(mu_);
     for (auto& [id, s] : subs_) {
-      if (s.jid.empty() && (!s.local_only || from == origin::local)) hs.push_back(s.h);
+      if (s.jid.empty() && (!s.local_only || from == origin::local) && (!s.wanted || s.wanted())) hs.push_back(s.h);
     }
     if (!jid.empty()) {
       auto [b, e] = by_jid_.equal_range(jid);
@@ -100,6 +93,14 @@ void event_hub::fire(const std::string& tag, const wire::value& data_in, const s
     }
   }
   spdlog::debug("event {}", tag);
+  if (hs.empty()) return;  // nobody listens: no stamped copy
+  wire::value stamped;
+  const wire::value* data = &data_in;
+  if (from == origin::local || !wire::find(data_in, "_stamp")) {
+    stamped = data_in;
+    stamped["_stamp"] = stamp_now();
+    data = &stamped;
+  }
   for (auto& h : hs) (*h)(tag, *data);
 }
 

@@ -34,7 +34,10 @@ class event_hub {
   // jid-keyed subscription: receives events fired with that jid.
   std::uint64_t subscribe_jid(const std::string& jid, handler h);
   enum class origin { local, peer };
-  std::uint64_t subscribe_all(handler h);
+  // wanted (optional, called under the hub's lock, must be cheap and take no lock): false
+  // while the subscriber has no use for events (the event bus socket without clients); an
+  // event no subscriber wants costs no copy of its data.
+  std::uint64_t subscribe_all(handler h, std::function<bool()> wanted = {});
   std::uint64_t subscribe_local(handler h);
   void unsubscribe(std::uint64_t id);
   // jid may be empty (not a job event).
@@ -53,6 +56,7 @@ class event_hub {
     std::string jid;
     std::shared_ptr<handler> h;
     bool local_only = false;
+    std::function<bool()> wanted;  // empty: always
   };
   mutable std::mutex mu_;
   std::uint64_t next_ = 1;

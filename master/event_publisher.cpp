@@ -41,6 +41,7 @@ struct event_publisher::book {
   std::list<std::shared_ptr<conn>> conns;
   bool stopped = false;  // under mu; set once by stop()
   std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::size_t> count{0};  // conns.size(), read by the hub without mu
 
   void drop(const std::shared_ptr<conn>& c);
 };
@@ -141,7 +142,9 @@ result<void> event_publisher::start() {
     spdlog::error("event publisher: cannot listen on {}: {}", path, ec.message());
     return ec;
   }
-  sub_ = hub_.subscribe_all([this](const std::string& tag, const value& data) { on_event(tag, data); });
+  // Wanted only while a client is connected: otherwise an event costs the hub no copy.
+  sub_ = hub_.subscribe_all([this](const std::string& tag, const value& data) { on_event(tag, data); },
+                            [b = book_] { return b->count.load(std::memory_order_relaxed) > 0; });
   accept();
   spdlog::info("event bus for external subscribers on {}", path);
   return {};
@@ -158,6 +161,7 @@ void event_publisher::stop() {
     book_->stopped = true;
     acceptor_.close(ec);
     cs.swap(book_->conns);
+    book_->count = 0;
   }
   if (sub_) hub_.unsubscribe(sub_);
   sub_ = 0;
@@ -194,6 +198,7 @@ void event_publisher::accept() {
       c->sock.close(ignored);
     } else {
       b->conns.push_back(c);
+      b->count = b->conns.size();
       asio::post(c->strand, [c] { c->read_loop(); });
     }
     accept();
@@ -211,6 +216,7 @@ void event_publisher::book::drop(const std::shared_ptr<conn>& c) {
   }
   std::lock_guard lk(mu);
   conns.remove(c);
+  count = conns.size();
 }
 
 void event_publisher::on_event(const std::string& tag, const value& data) {

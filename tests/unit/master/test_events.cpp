@@ -93,6 +93,27 @@ TEST(EventHub, subscribe_local_does_not_see_peer_events) {
   EXPECT_EQ(all, 2);
 }
 
+// A subscriber that wants nothing for now (the event bus socket without clients) gets
+// nothing; the others and the jid waits still do, and every event is counted.
+TEST(EventHub, a_subscriber_that_wants_nothing_is_skipped) {
+  master::event_hub hub;
+  bool wanted = false;
+  int idle = 0, jid = 0;
+  hub.subscribe_all([&](const std::string&, const value&) { ++idle; }, [&] { return wanted; });
+  hub.subscribe_jid("123", [&](const std::string&, const value& d) {
+    ++jid;
+    EXPECT_TRUE(d.contains("_stamp"));
+  });
+  hub.fire("salt/job/123/ret/m1", value::object(), "123");
+  hub.fire("other", value::object());
+  EXPECT_EQ(idle, 0);
+  EXPECT_EQ(jid, 1);
+  wanted = true;
+  hub.fire("other", value::object());
+  EXPECT_EQ(idle, 1);
+  EXPECT_EQ(hub.fired(), 3u);
+}
+
 // masterapi._minion_event: the tag form fires the whole load (tok and nonce removed).
 TEST_F(EventFixture, minion_event_tag_form_fires_the_load) {
   login(m1);
