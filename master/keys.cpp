@@ -138,7 +138,8 @@ std::shared_ptr<const crypto::crypticle> session_store::cached(shard& s, const s
   return it->second.crypt;
 }
 
-std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std::string& id, bool create) {
+std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std::string& id, bool create,
+                                                              bool* needs_read) {
   const std::uint64_t epoch = epoch_.load();
   const fs::path p = dir_ / id;
   const auto now = std::chrono::steady_clock::now();
@@ -164,6 +165,10 @@ std::shared_ptr<const crypto::crypticle> session_store::load(shard& s, const std
       if (it != s.map.end()) s.map.erase(it);
       return nullptr;
     }
+  }
+  if (needs_read) {  // stat only: the file is new or changed, and must be read
+    *needs_read = true;
+    return nullptr;
   }
   std::string ks;
   bool wrote = false;
@@ -238,8 +243,12 @@ std::shared_ptr<const crypto::crypticle> session_store::lookup(const std::string
 }
 
 std::optional<std::shared_ptr<const crypto::crypticle>> session_store::lookup_cached(const std::string& id) {
-  if (auto c = cached(shard_of(id), id)) return c;
-  return std::nullopt;
+  auto& s = shard_of(id);
+  if (auto c = cached(s, id)) return c;
+  bool needs_read = false;
+  auto c = load(s, id, false, &needs_read);
+  if (needs_read) return std::nullopt;
+  return c;
 }
 
 void session_store::remove(const std::string& id) {
@@ -332,6 +341,10 @@ bool accepted_keys::watching() {
 }
 
 std::shared_ptr<const accepted_keys::entry> accepted_keys::get(const std::string& id) {
+  return lookup(id, nullptr);
+}
+
+std::shared_ptr<const accepted_keys::entry> accepted_keys::lookup(const std::string& id, bool* needs_read) {
   if (!pki::valid_id(id)) return nullptr;
   ensure_watch();
   const bool watched = watch_ && watch_->alive.load();
@@ -361,6 +374,10 @@ std::shared_ptr<const accepted_keys::entry> accepted_keys::get(const std::string
       if (gen_.load() == gen) it->second.checked = now;
       return it->second.e;
     }
+  }
+  if (needs_read) {  // stat only: the key is new or changed, and must be read
+    *needs_read = true;
+    return nullptr;
   }
   auto pem = store_.read(pki::key_state::accepted, id);
   if (!pem) return nullptr;
@@ -409,17 +426,17 @@ bool accepted_keys::check_token(const std::string& id, const std::shared_ptr<con
 
 std::optional<bool> accepted_keys::verify_token_cached(const std::string& id, std::string_view tok) {
   if (!pki::valid_id(id)) return false;
-  std::shared_ptr<const entry> e;
+  bool needs_read = false;
+  auto e = lookup(id, &needs_read);  // at most a stat (the re-check), never a read
+  if (needs_read) return std::nullopt;
+  if (!e) return false;  // no accepted key
   {
     std::lock_guard lk(mu_);
-    // Only a watched directory's cache stands without a stat (as in get()).
-    if (!watch_set_.load(std::memory_order_acquire) || !watch_->alive.load()) return std::nullopt;
-    auto it = cache_.find(id);
-    if (it == cache_.end() || std::chrono::steady_clock::now() - it->second.checked >= revalidate_)
-      return std::nullopt;
-    e = it->second.e;
     auto tit = good_tok_.find(id);
-    if (tit != good_tok_.end() && crypto::constant_time_equal(tit->second, tok)) return true;
+    auto cit = cache_.find(id);
+    if (tit != good_tok_.end() && cit != cache_.end() && cit->second.e == e &&
+        crypto::constant_time_equal(tit->second, tok))
+      return true;
   }
   return check_token(id, e, tok);
 }

@@ -97,8 +97,9 @@ class session_store {
   // For decrypting requests: the current key, nullptr if missing or expired (no disk
   // write: a refused request must not create files).
   std::shared_ptr<const crypto::crypticle> lookup(const std::string& id);
-  // lookup without touching the file system: nullopt when the key of id is not in memory,
-  // expired or due for its re-check (then call lookup off the io thread).
+  // lookup without reading a file (the io thread): the re-check that is due is a stat;
+  // nullopt when the key is not in memory or its file changed (then call lookup off the io
+  // thread).
   std::optional<std::shared_ptr<const crypto::crypticle>> lookup_cached(const std::string& id);
   void remove(const std::string& id);  // key deleted/rejected
   const std::filesystem::path& dir() const noexcept { return dir_; }
@@ -118,7 +119,9 @@ class session_store {
   static constexpr std::size_t kShards = 64;
   shard& shard_of(const std::string& id);
   std::shared_ptr<const crypto::crypticle> cached(shard& s, const std::string& id);
-  std::shared_ptr<const crypto::crypticle> load(shard& s, const std::string& id, bool create);
+  // needs_read (lookup_cached): stat only; set when the file would have to be read.
+  std::shared_ptr<const crypto::crypticle> load(shard& s, const std::string& id, bool create,
+                                                bool* needs_read = nullptr);
   std::filesystem::path dir_;
   std::chrono::seconds lifetime_;
   std::chrono::milliseconds revalidate_;
@@ -155,8 +158,9 @@ class accepted_keys {
   std::shared_ptr<const entry> get(const std::string& id);
   // True if tok recovers to "salt" with the accepted key of id.
   bool verify_token(const std::string& id, std::string_view tok);
-  // verify_token without touching the file system: nullopt when the key of id is not in
-  // memory or due for a re-check (then call verify_token off the io thread).
+  // verify_token without reading a file (the io thread): the re-check that is due is a
+  // stat; nullopt when the key of id is not in memory or its file changed (then call
+  // verify_token off the io thread).
   std::optional<bool> verify_token_cached(const std::string& id, std::string_view tok);
   void invalidate(const std::string& id);
   void clear();
@@ -171,6 +175,8 @@ class accepted_keys {
   };
   struct watcher;
   void ensure_watch();
+  // get(); with needs_read, a stat at most: set instead of reading a new or changed file.
+  std::shared_ptr<const entry> lookup(const std::string& id, bool* needs_read);
   // RSA check of tok with e's key; a good token is remembered while e is the cached entry.
   bool check_token(const std::string& id, const std::shared_ptr<const entry>& e, std::string_view tok);
   const pki::key_store& store_;

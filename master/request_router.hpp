@@ -14,7 +14,7 @@
 // request_router.cpp.
 // Thread-safety: every call may run on many threads at once. open_in_memory() and, for a
 // request runs_inline() accepts, run() do no blocking I/O on a single master with a local
-// cachedir (no file read; an append to the job cache journal at most): the daemon calls
+// cachedir (no file read, a stat at most; an append to the job cache journal): the daemon calls
 // them on the io thread that read the request, and hands the rest to the worker pool
 // (open() there when open_in_memory() found a key missing from memory).
 #pragma once
@@ -72,9 +72,9 @@ class request_router {
     std::shared_ptr<const crypto::crypticle> session;  // v3: the key that opened it (the reply's)
   };
   std::variant<wire::value, opened_request> open(const wire::value& body, const std::string& peer);
-  // open() for the io thread: nullopt, having done nothing, when opening would read a file
-  // (the session key or the accepted key of the minion is not in memory, or due for its
-  // re-check); the caller then calls open() on a worker thread.
+  // open() for the io thread, which reads no file: nullopt, having done nothing but a stat,
+  // when opening would read one (the minion's session key or accepted key is not in
+  // memory, or its file changed); the caller then calls open() on a worker thread.
   std::optional<std::variant<wire::value, opened_request>> open_in_memory(const wire::value& body,
                                                                           const std::string& peer);
   wire::value run(opened_request& r, const std::string& peer, bool* authenticated = nullptr,

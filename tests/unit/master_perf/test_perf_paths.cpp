@@ -418,6 +418,38 @@ TEST(SessionStore, HitCostsNoFileAccessAndRemoveIsImmediate) {
   EXPECT_FALSE(fs::exists(d.path / "sessions" / "never"));  // lookups never create
 }
 
+// lookup_cached (the io thread): a re-check that is due is a stat; a file that changed
+// or is not in memory is left for lookup (a worker thread) to read.
+TEST(SessionStore, LookupCachedNeverReadsAFile) {
+  temp_dir d;
+  master::session_store ss(d.path / "sessions", std::chrono::seconds(86400), 0ms);  // re-check every time
+  auto k = ss.get_or_create("m1");
+  ASSERT_TRUE(k);
+  auto hit = ss.lookup_cached("m1");
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->get(), k->get());
+  auto never = ss.lookup_cached("never");  // no file: the stat answers "no key"
+  ASSERT_TRUE(never);
+  EXPECT_FALSE(*never);
+  // Another master rotates the key: the new file is not read here.
+  std::this_thread::sleep_for(10ms);
+  const std::string other = crypto::crypticle::generate_key_string();
+  ASSERT_TRUE(util::write_file_atomic_nosync(d.path / "sessions" / "m1", other, 0600));
+  EXPECT_FALSE(ss.lookup_cached("m1"));
+  EXPECT_FALSE(ss.lookup_cached("m1"));
+  auto fresh = ss.lookup("m1");
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->key_string(), other);
+  auto again = ss.lookup_cached("m1");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->get(), fresh.get());
+  // Removed: the stat says so, and the answer is "no key" (the minion signs in again).
+  fs::remove(d.path / "sessions" / "m1");
+  auto gone = ss.lookup_cached("m1");
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(*gone);
+}
+
 TEST(SessionStore, ConcurrentFirstSignInsAgreeOnOneKey) {
   temp_dir d;
   master::session_store ss(d.path / "sessions", std::chrono::seconds(86400));
@@ -564,6 +596,34 @@ TEST_F(AcceptedFixture, RevalidateZeroStatsEveryLookupLikeTheNoInotifyFallback) 
   EXPECT_EQ(ak.file_checks(), checks + 1);
   fs::remove(store.path(pki::key_state::accepted, "m1"));
   EXPECT_EQ(ak.get("m1"), nullptr);
+}
+
+// verify_token_cached (the io thread): a stat at most; a key not in memory or replaced is
+// left for verify_token (a worker thread) to read.
+TEST_F(AcceptedFixture, VerifyTokenCachedNeverReadsAFile) {
+  master::accepted_keys ak(store, 0ms);  // re-check (stat) every time
+  put("m1", 1);
+  fake_minion old_key{"m1", cached_key(1)}, new_key{"m1", cached_key(2)};
+  EXPECT_FALSE(ak.verify_token_cached("m1", old_key.tok()));  // not in memory
+  EXPECT_FALSE(ak.verify_token_cached("m1", old_key.tok()));  // and still not: nothing read
+  ASSERT_TRUE(ak.verify_token("m1", old_key.tok()));
+  auto ok = ak.verify_token_cached("m1", old_key.tok());
+  ASSERT_TRUE(ok);
+  EXPECT_TRUE(*ok);
+  auto bad = ak.verify_token_cached("m1", new_key.tok());
+  ASSERT_TRUE(bad);
+  EXPECT_FALSE(*bad);
+  std::this_thread::sleep_for(10ms);
+  put("m1", 2);  // replaced: the stat sees it, the read is left to a worker
+  EXPECT_FALSE(ak.verify_token_cached("m1", new_key.tok()));
+  ASSERT_TRUE(ak.verify_token("m1", new_key.tok()));
+  auto now_ok = ak.verify_token_cached("m1", new_key.tok());
+  ASSERT_TRUE(now_ok);
+  EXPECT_TRUE(*now_ok);
+  fs::remove(store.path(pki::key_state::accepted, "m1"));  // gone: refused from the stat
+  auto gone = ak.verify_token_cached("m1", new_key.tok());
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(*gone);
 }
 
 // ------------------------------------------------------------------ worker pool + stale sign-ins
