@@ -331,7 +331,6 @@ void accepted_keys::ensure_watch() {
       wp->alive = false;
     });
     watch_ = std::move(w);
-    watch_set_.store(true, std::memory_order_release);
   });
 }
 

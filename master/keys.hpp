@@ -188,7 +188,6 @@ class accepted_keys {
   std::atomic<std::uint64_t> file_checks_{0};
   std::once_flag watch_once_;
   std::unique_ptr<watcher> watch_;
-  std::atomic<bool> watch_set_{false};  // watch_ set (release): readable without call_once
 };
 
 }  // namespace sylvite::master

@@ -120,9 +120,13 @@ std::variant<value, request_router::opened_request> request_router::open_impl(co
     if (memory_only) return keys_.sessions().lookup_cached(id);
     return keys_.sessions().lookup(id);
   };
-  auto token_ok = [&](const std::string& id, std::string_view tok) -> std::optional<bool> {
-    if (memory_only) return keys_.accepted().verify_token_cached(id, tok);
-    return keys_.accepted().verify_token(id, tok);
+  // The token check: true when it verified; a refusal otherwise, or needs_io set.
+  auto token_verified = [&](const std::string& id, std::string_view tok, value& refusal) {
+    auto ok = memory_only ? keys_.accepted().verify_token_cached(id, tok)
+                          : std::optional<bool>(keys_.accepted().verify_token(id, tok));
+    if (!ok) needs_io = true;
+    else if (!*ok) refusal = refuse(peer, "token of '" + id + "' did not verify");
+    return ok && *ok;
   };
   try {
     if (!body.is_object() || !wire::find(body, "enc") || !wire::find(body, "load")) {
@@ -234,20 +238,10 @@ std::variant<value, request_router::opened_request> request_router::open_impl(co
         return refuse(peer, "request id mismatch: load id '" + id + "'");
       if (!pki::valid_id(id)) return refuse(peer, "invalid minion id '" + id + "'");
       if (!tok) return refuse(peer, "request of '" + id + "' has no tok");
-      auto ok = token_ok(id, *tok);
-      if (!ok) {
-        needs_io = true;
-        return value();
-      }
-      if (!*ok) return refuse(peer, "token of '" + id + "' did not verify");
+      if (value refusal; !token_verified(id, *tok, refusal)) return refusal;
     } else if (tok && wire::find(load, "id")) {
       if (!pki::valid_id(id)) return refuse(peer, "token of '" + id + "' did not verify");
-      auto ok = token_ok(id, *tok);
-      if (!ok) {
-        needs_io = true;
-        return value();
-      }
-      if (!*ok) return refuse(peer, "token of '" + id + "' did not verify");
+      if (value refusal; !token_verified(id, *tok, refusal)) return refusal;
     }
 
     auto cmd_v = wire::get_text(load, "cmd");

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <limits>
 #include <map>
 #include <cstdio>
 #include <string>
@@ -111,7 +112,7 @@ result<std::string> read_all_and_close(int fd, std::size_t max_bytes) {
 result<std::string> read_file(const fs::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? make_error_code(errc::not_found) : os_error(errno);
-  return read_all_and_close(fd, std::string().max_size());
+  return read_all_and_close(fd, std::numeric_limits<std::size_t>::max());
 }
 
 result<std::string> read_file_nofollow(const fs::path& p, std::size_t max_bytes) {
