@@ -145,6 +145,11 @@ def test_mine_across_the_cluster(env, cluster):
     on(cm2, "cx2")
     on(cm3, "cx3")
     accept_all(cm1, ["cx1", "cx2", "cx3"])
+    # A publish reaches only minions already connected (as in Salt): wait for each minion
+    # to answer through its own master before the checks below publish to it.
+    for master, name in ((cm1, "cx1"), (cm2, "cx2"), (cm3, "cx3")):
+        wait_for(lambda: master.salt_json(name, "test.ping", "-t", "5").get(name) is True, 60,
+                 f"{name} to answer through its master")
     wait_for(lambda: (cluster.shared / "cache" / "mine" / "cx1.p").exists(), 60, "cx1's mine through cm1")
     assert wait_for(lambda: mine_get(cm2, "cx2", "cx*", "myid") == {"cx1": "cx1"} or None, 60,
                     "cx1's mine through cm2")
