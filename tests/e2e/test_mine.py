@@ -45,6 +45,8 @@ def test_mine_single_master(env):
     (master.pillar_root / "mine.sls").write_text(PILLAR_MINE)
     minions = [env.minion(n, master, mine_functions=MINE_FUNCTIONS).start() for n in MINIONS]
     accept_all(master, MINIONS)
+    wait_for(lambda: master.salt_json("*", "test.ping", "-t", "5") == {n: True for n in MINIONS}, 60,
+             "every minion to answer")
     cache = master.root / "cache" / "mine"
 
     # The update at start (Salt's run_on_start): no command needed.
