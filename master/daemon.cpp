@@ -40,6 +40,7 @@
 #include "master/health_server.hpp"
 #include "master/ipc_protocol.hpp"
 #include "master/master.hpp"
+#include "master/pub_processes.hpp"
 #include "master/worker_pool.hpp"
 
 namespace sylvite::master {
@@ -379,8 +380,29 @@ int run_master(const config::master_config& cfg) {
   std::unique_ptr<transport::pub_server> pub;
   std::unique_ptr<transport::zmq_req_server> zreq;
   std::unique_ptr<transport::zmq_pub_server> zpub;
+  std::unique_ptr<pub_process_group> pubs;  // publish_processes > 0 (TCP)
   std::unique_ptr<pub_sink> sink;
-  if (tkind == transport::kind::tcp) {
+  if (cfg.publish_processes > 0 && tkind != transport::kind::tcp) {
+    spdlog::critical("salt-master cannot start: publish_processes needs transport: tcp (a ZeroMQ publish port is "
+                     "one libzmq socket in one process); set publish_processes: 0 or transport: tcp");
+    return 1;
+  }
+  if (tkind == transport::kind::tcp && cfg.publish_processes > 0) {
+    req = std::make_unique<transport::req_server>(io, ret_ep, ropt, on_request);
+    pub_process_settings ps;
+    ps.count = cfg.publish_processes;
+    ps.topt = topt;
+    ps.log_level = cfg.log_level;
+    ps.log_file = cfg.log_file.string();
+    ps.log_level_logfile = cfg.log_level_logfile;
+    pubs = std::make_unique<pub_process_group>(
+        io, pub_ep, std::move(ps),
+        [core, &hello_offload](const value& body, const std::string& address,
+                               std::function<void(const std::string&)> identified) {
+          return core->handle_hello(body, address, hello_offload, std::move(identified));
+        },
+        [core](const std::string& id, bool connected) { core->on_presence(id, connected); });
+  } else if (tkind == transport::kind::tcp) {
     req = std::make_unique<transport::req_server>(io, ret_ep, ropt, on_request);
     pub = std::make_unique<transport::pub_server>(
         io, pub_ep, topt,
@@ -399,16 +421,23 @@ int run_master(const config::master_config& cfg) {
     zsink_ref = zs.get();
     sink = std::move(zs);
   }
-  core->set_pub_sink(sink.get());
-  const auto start_pub = [&]() -> result<void> { return pub ? pub->start() : zpub->start(); };
+  core->set_pub_sink(pubs ? static_cast<pub_sink*>(pubs.get()) : sink.get());
+  const auto start_pub = [&]() -> result<void> {
+    if (pubs) return pubs->start();
+    return pub ? pub->start() : zpub->start();
+  };
   const auto start_req = [&]() -> result<void> { return req ? req->start() : zreq->start(); };
   const auto stop_ports = [&] {
     if (req) req->stop();
     if (pub) pub->stop();
+    if (pubs) pubs->stop();
     if (zreq) zreq->stop();
     if (zpub) zpub->stop();
   };
-  const auto pub_port = [&] { return pub ? pub->bound_port() : zpub->bound_port(); };
+  const auto pub_port = [&] {
+    if (pubs) return pubs->bound_port();
+    return pub ? pub->bound_port() : zpub->bound_port();
+  };
   const auto req_port = [&] { return req ? req->bound_port() : zreq->bound_port(); };
 
   transport::options copt = topt;
@@ -597,6 +626,10 @@ int run_master(const config::master_config& cfg) {
     if (bus) bus->stop();
     return 1;
   }
+  if (pubs) {
+    pubs->launch();  // as the final user (after drop_privileges)
+    spdlog::info("publish_port served by {} publish process(es) (publish_processes)", cfg.publish_processes);
+  }
   spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port) over {}{}, CLI socket {}", host,
                req_port(), host, pub_port(), transport::kind_name(tkind),
                tkind == transport::kind::zeromq ? " (libzmq " + transport::zmq_version() + ")" : std::string(),
@@ -637,6 +670,7 @@ int run_master(const config::master_config& cfg) {
       if (ec) return;
       spdlog::info("SIGHUP: reopening logs");
       util::reopen_logs();
+      if (pubs) pubs->reopen_logs();
       arm_hup();
     });
   };

@@ -23,8 +23,16 @@ sylvite_library(sylvite_master
 
 sylvite_library(sylvite_master_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon.cpp ${CMAKE_CURRENT_LIST_DIR}/event_publisher.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/pub_processes.cpp
   DEPS sylvite::master sylvite::master_api sylvite::master_rest sylvite::cluster_bus sylvite::transport sylvite::transport_zmq)
 
 sylvite_executable(salt-master
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/main.cpp
   DEPS sylvite::master_daemon sylvite::version CLI11::CLI11)
+
+# sylvite-publisher: a publish process of a master with publish_processes > 0
+# (master/pub_processes.hpp starts it next to salt-master).
+sylvite_executable(sylvite-publisher
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/bin/publisher.cpp
+  DEPS sylvite::transport sylvite::master_ipc sylvite::util)
+add_dependencies(salt-master sylvite-publisher)

@@ -427,6 +427,7 @@ void visit_master(master_config& c, V& v) {
   v.port("publish_port", c.publish_port);
   v.port("ret_port", c.ret_port);
   v.integer("worker_threads", c.worker_threads, 1, k_max);
+  v.integer("publish_processes", c.publish_processes, 0, 64);
   v.string("user", c.user);
   v.path("root_dir", c.root_dir);
   v.path("pki_dir", c.pki_dir);

@@ -51,6 +51,10 @@ struct master_config {
   int publish_port = 4505;
   int ret_port = 4506;
   int worker_threads = 5;
+  // sylvite: the publish port served by this many `sylvite-publisher` processes (TCP
+  // transport); 0 = by the master process itself, as Salt. Spreads the minions' publish
+  // connections over processes (one open-files limit each).
+  int publish_processes = 0;
   std::string user;                  // run as: the daemon drops root to it after binding (master)
   std::filesystem::path root_dir = "/";
   std::filesystem::path pki_dir = "/etc/salt/pki/master";

@@ -494,6 +494,7 @@ result<void> server_base::start() {
   if (started_.exchange(true)) return make_error_code(asio::error::already_started);
   std::lock_guard lk(acc_mu_);
   error_code ec;
+  if (opt_.listen_fd >= 0) return adopt_listener();
   asio::generic::stream_protocol::endpoint gep;
   if (is_unix(ep_)) {
     if (auto r = prepare_unix_path(); !r) return r;
@@ -553,13 +554,45 @@ result<void> server_base::start() {
   }
   spdlog::debug("transport: {} server listening on {}", kind_,
                 is_tcp_ ? describe(endpoint{ep_.host, port_.load(), {}}) : ep_.unix_path);
+  begin_accepting();
+  return {};
+}
+
+// acc_mu_ held.
+void server_base::begin_accepting() {
   struct rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fd_limit_ = rl.rlim_cur;
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   accept_next();
   if (opt_.frame_timeout.count() > 0 || opt_.pre_auth_idle_timeout.count() > 0) arm_sweep();
+}
+
+// options::listen_fd: a TCP socket already listening (acc_mu_ held).
+result<void> server_base::adopt_listener() {
+  const int fd = opt_.listen_fd;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  int listening = 0;
+  socklen_t ll = sizeof listening;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
+      (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+      ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) != 0 || !listening) {
+    spdlog::error("transport: {} server: descriptor {} is not a listening TCP socket", kind_, fd);
+    return make_error_code(asio::error::bad_descriptor);
+  }
+  error_code ec;
+  acceptor_.assign(asio::generic::stream_protocol(ss.ss_family, IPPROTO_TCP), fd, ec);
+  if (ec) {
+    spdlog::error("transport: {} server cannot use listening descriptor {}: {}", kind_, fd, ec.message());
+    return ec;
+  }
+  is_tcp_ = true;
+  port_ = port_of(&ss, len);
+  spdlog::debug("transport: {} server accepting on inherited listener {} (port {})", kind_, fd, port_.load());
+  begin_accepting();
   return {};
 }
+
 
 void server_base::arm_sweep() {  // acc_mu_ held
   auto shortest = std::chrono::milliseconds::max();
@@ -798,3 +831,39 @@ std::size_t server_base::unauthenticated_count() const {
 }
 
 }  // namespace sylvite::transport::detail
+
+namespace sylvite::transport {
+
+result<int> open_tcp_listener(const endpoint& ep) {
+  asio::io_context io;
+  error_code ec;
+  const std::string host = ep.host.empty() ? std::string("0.0.0.0") : ep.host;
+  asio::ip::tcp::endpoint tep;
+  auto addr = asio::ip::make_address(host, ec);
+  if (!ec) {
+    tep = asio::ip::tcp::endpoint(addr, ep.port);
+  } else {
+    asio::ip::tcp::resolver resolver(io);
+    auto results = resolver.resolve(host, std::to_string(ep.port), asio::ip::resolver_base::passive, ec);
+    if (ec || results.empty()) {
+      spdlog::error("transport: cannot resolve listen address {}: {}", host, ec ? ec.message() : "no address");
+      return make_error_code(errc::resolve_failed);
+    }
+    tep = results.begin()->endpoint();
+  }
+  asio::ip::tcp::acceptor acc(io);
+  acc.open(tep.protocol(), ec);
+  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc.bind(tep, ec);
+  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    spdlog::error("transport: cannot listen on {}: {}", detail::describe(ep), ec.message());
+    return ec;
+  }
+  const int fd = acc.release(ec);
+  if (ec) return ec;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+}
+
+}  // namespace sylvite::transport

@@ -102,7 +102,14 @@ struct options {
   // Refuse new connections while fewer than this many descriptors are left under
   // RLIMIT_NOFILE (the daemon's own files keep working). 0 = off.
   std::size_t reserved_fds = 0;
+  // Server side, TCP: accept on this already listening socket (inherited from the master
+  // by a publish process) instead of binding the endpoint. The server owns it then. -1 = off.
+  int listen_fd = -1;
 };
+
+// Bind and listen on a TCP endpoint as a server would (SO_REUSEADDR, the OS backlog), and
+// hand over the listening socket's descriptor (close-on-exec set) for options::listen_fd.
+result<int> open_tcp_listener(const endpoint& ep);
 
 // Raise the RLIMIT_NOFILE soft limit to the hard limit. Returns the soft limit now in
 // force (unchanged if raising failed; logged).

@@ -142,6 +142,8 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
 
  private:
   result<void> prepare_unix_path();
+  result<void> adopt_listener();  // options::listen_fd (acc_mu_ held)
+  void begin_accepting();         // after listen (acc_mu_ held)
   void accept_next();  // acc_mu_ held
   void on_accept(const error_code& ec, server_socket sock);
   // Accepts and closes what waits in the backlog when accept() failed with EMFILE

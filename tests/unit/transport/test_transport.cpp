@@ -1,6 +1,7 @@
 // Unit tests for sylvite::transport with real sockets on 127.0.0.1 and Unix sockets in
 // a temp dir. Synchronisation uses futures / condition variables with generous
 // deadlines; nothing sleeps to wait for an event.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 #include <netinet/in.h>
@@ -522,6 +523,55 @@ TEST(Transport, pub_broadcast_to_200_connections) {
   ASSERT_TRUE(received.wait_for(N));
   for (auto& n : per_client) EXPECT_EQ(n.load(), 1);
   for (auto& c : clients) c->close();
+}
+
+// publish_processes: the master opens the listener, each publish process accepts on it.
+TEST(Transport, two_servers_share_one_inherited_listener) {
+  auto fd = tr::open_tcp_listener(local_tcp());
+  ASSERT_TRUE(fd) << fd.error().message();
+  const int dup = ::dup(*fd);
+  ASSERT_GE(dup, 0);
+  io_pool pool;
+  counter online;
+  auto make = [&](int lfd) {
+    tr::options o;
+    o.listen_fd = lfd;
+    return std::make_unique<tr::pub_server>(
+        pool.io, tr::endpoint{}, o, [](const value& body, const tr::peer_info&) { return id_of(body); },
+        [&](const std::string&, bool up) {
+          if (up) online.add();
+        });
+  };
+  auto a = make(*fd);
+  auto b = make(dup);
+  ASSERT_TRUE(a->start());
+  ASSERT_TRUE(b->start());
+  ASSERT_NE(a->bound_port(), 0);
+  EXPECT_EQ(a->bound_port(), b->bound_port());
+  constexpr int N = 60;
+  counter received;
+  std::vector<std::shared_ptr<tr::pub_client>> clients;
+  for (int i = 0; i < N; ++i) {
+    auto c = tr::pub_client::create(pool.io.get_executor());
+    auto f = asio::co_spawn(pool.io,
+                            c->connect(local_tcp(a->bound_port()), value{{"id", "m" + std::to_string(i)}},
+                                       [&](value) { received.add(); }, [](error_code) {}),
+                            asio::use_future);
+    ASSERT_TRUE(get(f));
+    clients.push_back(c);
+  }
+  ASSERT_TRUE(online.wait_for(N));
+  EXPECT_EQ(a->connection_count() + b->connection_count(), static_cast<std::size_t>(N));
+  a->publish_all(pub_frame(value{{"job", 1}}));
+  b->publish_all(pub_frame(value{{"job", 1}}));
+  ASSERT_TRUE(received.wait_for(N));  // every client on exactly one of them
+  for (auto& c : clients) c->close();
+
+  tr::options bad;
+  bad.listen_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // not a listening socket: refused
+  tr::pub_server c(pool.io, tr::endpoint{}, bad, nullptr);
+  EXPECT_FALSE(c.start());
+  ::close(bad.listen_fd);
 }
 
 TEST(Transport, publish_to_reaches_only_identified_ids) {
