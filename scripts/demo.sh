@@ -23,7 +23,7 @@ if [[ -f "$here/build/CMakeCache.txt" ]]; then
 else
   cmake -S "$here" -B "$here/build" -G Ninja -DSYLVITE_WERROR=ON -DSYLVITE_TESTS=OFF >/dev/null
 fi
-ninja -C "$here/build" -j"$(nproc)" salt-master salt-minion salt salt-key salt-run salt-call sylvite-render
+ninja -C "$here/build" -j"$(nproc)" salt-master salt-minion salt salt-key salt-run salt-call sylvite-render sylvite-publisher
 bin="$here/build/bin"
 step 3 "start three masters, HAProxy and three minions"
 
