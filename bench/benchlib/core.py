@@ -10,6 +10,7 @@ process group (each is started in its own session, so its group id is its PID).
 from __future__ import annotations
 
 import calendar
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -482,6 +483,9 @@ class Swarm:
         p = self.root / "swarm.err"
         return p.read_text(errors="replace")[-n:] if p.exists() else ""
 
+    def cpu_seconds(self) -> float:
+        return proc_cpu_seconds(self.p.pid)
+
     def close(self):
         if self.p.poll() is None:
             try:
@@ -633,3 +637,101 @@ def preseed_accepted(keys_dir: Path, pki_dir: Path, count: int, id_prefix="bench
                                             serialization.PublicFormat.SubjectPublicKeyInfo)
         (d / f"{id_prefix}{i:0{id_width}d}").write_bytes(pub)
     return time.time() - t0
+
+
+class SwarmGroup:
+    """Several sylvite-swarm processes (--first-index) seen as one swarm of `count` minions:
+    a process may hold only as many sockets as its open-files limit (20,000 here), so
+    20,000 minions need two. The same calls as Swarm; results are merged (ingest ack
+    percentiles: the largest of the processes', an upper bound)."""
+
+    def __init__(self, exe: Path, root: Path, master: MasterBase, count: int, keys_dir: Path, pool: int,
+                 threads: int, procs: int, id_prefix="bench-", accept_wait=2.0, start_rate=0.0, transport="tcp",
+                 extra=()):
+        self.count = count
+        self.swarms: list[Swarm] = []
+        share = -(-count // procs)
+        try:
+            for i in range(procs):
+                first, n = i * share, min(share, count - i * share)
+                if n <= 0:
+                    break
+                self.swarms.append(Swarm(exe, root / f"part{i}", master, n, keys_dir, max(2, pool // procs), threads,
+                                         id_prefix=id_prefix, accept_wait=accept_wait,
+                                         start_rate=start_rate / procs, transport=transport,
+                                         extra=("--first-index", str(first), *extra)))
+        except BaseException:
+            self.close()
+            raise
+        evs = [s.keys_event for s in self.swarms]
+        self.keys_event = {"loaded": sum(e["loaded"] for e in evs), "generated": sum(e["generated"] for e in evs),
+                           "seconds": max(e["seconds"] for e in evs)}
+
+    def _each(self, fn):
+        with concurrent.futures.ThreadPoolExecutor(len(self.swarms)) as ex:
+            return list(ex.map(fn, self.swarms))
+
+    def status(self, since_ns: int = 0) -> dict:
+        out: dict = {}
+        for st in self._each(lambda s: s.status(since_ns)):
+            for k, v in st.items():
+                if k.endswith("_ns") and isinstance(v, int):
+                    pick = min if k.startswith("first") else max
+                    out[k] = pick(out[k], v) if k in out and out[k] else v
+                elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out[k] = out.get(k, 0) + v
+                else:
+                    out.setdefault(k, v)
+        return out
+
+    @staticmethod
+    def _merge_jobs(jobs: list[dict]) -> dict:
+        out = dict(jobs[0])
+        out["entries"] = [e for j in jobs for e in j.get("entries", [])]
+        for k in ("received", "acked"):
+            out[k] = sum(j.get(k, 0) for j in jobs)
+        return out
+
+    def wait_job(self, jid: str, count: int, timeout: float) -> dict:
+        shares = self._shares(count)
+        return self._merge_jobs(self._each(lambda s: s.wait_job(jid, shares[id(s)], timeout)))
+
+    def _shares(self, count: int) -> dict:
+        # Minions expected per process: in proportion to its size (all of them when count is everyone).
+        return {id(s): (s.count if count >= self.count else max(0, round(count * s.count / self.count)))
+                for s in self.swarms}
+
+    def job(self, jid: str) -> dict:
+        return self._merge_jobs(self._each(lambda s: s.job(jid)))
+
+    def ingest(self, window: int, jids: list[str], timeout=900.0) -> dict:
+        rs = self._each(lambda s: s.ingest(max(1, window // len(self.swarms)), jids, timeout))
+        secs = max(r["seconds"] for r in rs)
+        ok = sum(r["ok"] for r in rs)
+        return {"total": sum(r["total"] for r in rs), "ok": ok, "failed": sum(r["failed"] for r in rs),
+                "seconds": secs, "returns_per_s": ok / secs if secs else 0.0,
+                "ack_p50_ms": max(r["ack_p50_ms"] for r in rs), "ack_p99_ms": max(r["ack_p99_ms"] for r in rs),
+                "ack_max_ms": max(r["ack_max_ms"] for r in rs), "window": sum(r["window"] for r in rs)}
+
+    def auth(self) -> dict:
+        raise NotImplementedError("the auth storm runs with one swarm process (--swarm-procs 1)")
+
+    def wait_status(self, pred, timeout: float, interval=0.05, since_ns: int = 0) -> tuple[bool, dict]:
+        deadline = time.monotonic() + timeout
+        st = self.status(since_ns)
+        while not pred(st):
+            if time.monotonic() > deadline:
+                return False, st
+            time.sleep(interval)
+            st = self.status(since_ns)
+        return True, st
+
+    def err_tail(self, n=3000) -> str:
+        return "".join(s.err_tail(n // max(1, len(self.swarms))) for s in self.swarms)
+
+    def cpu_seconds(self) -> float:
+        return sum(s.cpu_seconds() for s in self.swarms)
+
+    def close(self):
+        for s in self.swarms:
+            s.close()

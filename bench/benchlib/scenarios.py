@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .core import (Swarm, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, preseed_accepted, proc_cpu_seconds,
+from .core import (Swarm, SwarmGroup, SaltMaster, SylviteMaster, jid_epoch, loadavg, pct, preseed_accepted,
                    tcp_established_to)
 
 # Master private-key operations per accepted sign-in, derived from the code (see
@@ -100,9 +100,15 @@ class SingleMasterSession:
                              "cpu_s": self.master.cpu_seconds(), "procs": len(self.master.pids())}
             ctx.log(f"[{kind} {size}] master up (pid {self.master.proc.pid}, {self.baseline['procs']} processes, "
                     f"RSS {self.baseline['rss_kb']} KB)")
-            self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir, ctx.pool(size),
-                               ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
-                               start_rate=ctx.args.onboard_rate, transport=ctx.transport)
+            if ctx.args.swarm_procs > 1:
+                self.swarm = SwarmGroup(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir,
+                                        ctx.pool(size), ctx.args.swarm_threads, ctx.args.swarm_procs,
+                                        accept_wait=ctx.args.accept_wait, start_rate=ctx.args.onboard_rate,
+                                        transport=ctx.transport)
+            else:
+                self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir,
+                                   ctx.pool(size), ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
+                                   start_rate=ctx.args.onboard_rate, transport=ctx.transport)
             ke = self.swarm.keys_event
             ctx.log(f"[{kind} {size}] swarm keys: {ke['loaded']} loaded, {ke['generated']} generated "
                     f"in {ke['seconds']:.1f}s")
@@ -237,7 +243,7 @@ def sc_memory(s: SingleMasterSession, ctx) -> dict:
 @scenario("fanout", order=20, help="test.ping to every minion: publish -> last return")
 def sc_fanout(s: SingleMasterSession, ctx) -> dict:
     rounds = []
-    m0, w0 = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
+    m0, w0 = s.master.cpu_seconds(), s.swarm.cpu_seconds()
     for i in range(ctx.args.fanout_rounds):
         try:
             rounds.append(run_job(s, "test.ping", timeout=ctx.args.job_timeout))
@@ -247,7 +253,7 @@ def sc_fanout(s: SingleMasterSession, ctx) -> dict:
                            "lost": s.expected, "p50_ms": None, "p99_ms": None, "total_ms": None,
                            "recv_p99_ms": None, "recv_last_ms": None})
         time.sleep(0.5)
-    m1, w1 = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
+    m1, w1 = s.master.cpu_seconds(), s.swarm.cpu_seconds()
     cached = cache_count(s, [r["jid"] for r in rounds if r["jid"]], sum(r["returned"] for r in rounds), timeout=15)
     # Summary: the median round by total time (all rounds are kept in "rounds").
     ok = [r for r in rounds if r["total_ms"] is not None]
@@ -272,9 +278,9 @@ def sc_ingest(s: SingleMasterSession, ctx) -> dict:
     for jid in jids:
         while time.monotonic() < deadline and s.swarm.job(jid)["received"] < s.expected:
             time.sleep(0.1)
-    c0, w0 = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
+    c0, w0 = s.master.cpu_seconds(), s.swarm.cpu_seconds()
     r = s.swarm.ingest(ctx.args.ingest_window, jids, timeout=ctx.args.ingest_timeout)
-    c1, w1 = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
+    c1, w1 = s.master.cpu_seconds(), s.swarm.cpu_seconds()
     want = r["ok"]
     written = cache_count(s, jids, want, timeout=30)
     return {
@@ -396,7 +402,7 @@ def sc_auth_storm(s: SingleMasterSession, ctx) -> dict:
     s.master.stop()
     s.master.start()
     t_up = s.master.wait_ready(timeout=120)
-    c_up, w_up = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
+    c_up, w_up = s.master.cpu_seconds(), s.swarm.cpu_seconds()
     if ctx.rsa is not None:
         ctx.rsa.start(s.kind, s.master.pids())
     since_ns = int(t_stop * 1e9)
@@ -425,7 +431,7 @@ def sc_auth_storm(s: SingleMasterSession, ctx) -> dict:
                           "first_trigger_after_up_s": _r(trigger.first_at - t_up, 3) if trigger.first_at else None})
         if trigger.errors:
             zmq_extra["notes"] = [f"storm trigger publish failed: {e}" for e in trigger.errors[:5]]
-    c_all, w_all = s.master.cpu_seconds(), proc_cpu_seconds(s.swarm.p.pid)
+    c_all, w_all = s.master.cpu_seconds(), s.swarm.cpu_seconds()
     measured_ops = ctx.rsa.stop() if ctx.rsa is not None else None
     a = [m for m in s.swarm.auth()["minions"] if m[1] / 1e9 >= t_stop]
     ready_t = sorted(m[1] / 1e9 - t_up for m in a)

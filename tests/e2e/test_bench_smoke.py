@@ -73,6 +73,28 @@ def test_bench_quick_sylvite(tmp_path, transport):
     assert {"cpu_pct_mean", "rss_kb_start", "rss_kb_end", "rss_flat"} <= set(lr)
 
 
+def test_bench_quick_two_swarm_processes_and_publish_processes(tmp_path):
+    """Goal 4's setup in small: the swarm split over two processes (--swarm-procs 2) and a
+    master serving its publish port from two publish processes (publish_processes: 2)."""
+    bin_dir = _bin_dir()
+    out = tmp_path / "latest.json"
+    cmd = [str(REPO / "bench" / "run"), "--quick", "--only", "sylvite", "--transport", "tcp", "--out", str(out),
+           "--scenarios", "memory,fanout,ingest", "--swarm-procs", "2", "--master-opt", "publish_processes=2",
+           "--sylvite-bin", str(bin_dir), "--swarm", str(bin_dir / "sylvite-swarm"), "--keys-dir", str(tmp_path / "keys")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert r.returncode == 0, f"bench/run failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    res = json.loads(out.read_text())["results"]
+    assert res["onboarding"]["20"]["sylvite"]["ready"] == 20
+    fan = res["fanout"]["20"]["sylvite"]
+    assert fan["lost"] == 0 and all(rd["returned"] == rd["received"] == 20 for rd in fan["rounds"])
+    assert fan["cache_written"] == fan["cache_expected"]
+    ing = res["ingest"]["20"]["sylvite"]
+    assert ing["failed"] == 0 and ing["acked"] == ing["returns"] == 20
+    # the master's processes: itself, its two publish processes (and render workers, if started)
+    assert res["memory"]["20"]["sylvite"]["processes"] >= 3
+
+
 def _procs_mentioning(text: str) -> list[int]:
     pids = []
     for d in os.listdir("/proc"):
