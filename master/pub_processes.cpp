@@ -104,7 +104,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
   }
 
   ~impl() {
-    if (listen_fd_ >= 0) ::close(listen_fd_);
+    for (int fd : listen_fds_) ::close(fd);
   }
 
   // ---- setup
@@ -114,12 +114,12 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       spdlog::critical("publish_processes: cannot run {}: {}", s_.exe.string(), std::strerror(errno));
       return error_code(errno, boost::system::system_category());
     }
-    auto fd = transport::open_tcp_listener(ep_);
-    if (!fd) return fd.error();
-    listen_fd_ = *fd;
+    auto fds = transport::open_tcp_listener_group(ep_, s_.count);
+    if (!fds) return fds.error();
+    listen_fds_ = std::move(*fds);
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+    if (::getsockname(listen_fds_.front(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
       if (ss.ss_family == AF_INET) port_ = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
       if (ss.ss_family == AF_INET6) port_ = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
     }
@@ -170,7 +170,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     }
     const std::string path = s_.exe.string();
     const std::string idx = std::to_string(index);
-    const int lfd = listen_fd_;
+    const int lfd = listen_fds_[static_cast<std::size_t>(index)];
     const pid_t pid = ::fork();
     if (pid < 0) {
       spdlog::error("publish process {}: fork: {}", index, std::strerror(errno));
@@ -480,10 +480,8 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       error_code ec;
       p->link.close(ec);
     });
-    if (listen_fd_ >= 0) {
-      ::close(listen_fd_);
-      listen_fd_ = -1;
-    }
+    for (int fd : listen_fds_) ::close(fd);
+    listen_fds_.clear();
   }
 
   asio::io_context& io_;
@@ -491,7 +489,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
   pub_process_settings s_;
   hello_fn hello_;
   presence_fn presence_;
-  int listen_fd_ = -1;
+  std::vector<int> listen_fds_;  // one per child (SO_REUSEPORT group), kept across its restarts
   std::uint16_t port_ = 0;
   std::shared_ptr<const std::string> init_msg_;
   std::atomic<bool> stopping_{false};

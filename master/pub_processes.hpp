@@ -1,15 +1,16 @@
 // sylvite::master pub_process_group: the publish port served by `publish_processes`
 // child processes (`sylvite-publisher`, master/bin/publisher.cpp) instead of the master
-// itself (TCP transport). The master opens the listening socket; every child inherits it
-// and accepts on it, so the minions' publish connections (one descriptor each) are spread
-// over the children and a master is no longer bound by one process's open-files limit.
-// The master keeps the rest: each hello a child receives is checked here (key_service)
-// and the child told the id; children report presence (first/last connection of an id)
-// and their connection counts; publishes go to the children as raw frames, a targeted
-// one only to the children holding a target, with only those ids.
-// A child that dies is started again (backoff 0.5 s doubling to 30 s); its minions
-// reconnect to the listening socket, which stays open, and are accepted by the others
-// meanwhile. The link is master/pub_link.hpp.
+// itself (TCP transport). The master opens one listening socket per child on the publish
+// port (SO_REUSEPORT: the kernel spreads new connections evenly over them by address) and
+// each child accepts on its own, so the minions' publish connections (one descriptor
+// each) are spread over the children and a master is no longer bound by one process's
+// open-files limit. The master keeps the rest: each hello a child receives is checked
+// here (key_service) and the child told the id; children report presence (first/last
+// connection of an id) and their connection counts; publishes go to the children as raw
+// frames, a targeted one only to the children holding a target, with only those ids.
+// A child that dies is started again (backoff 0.5 s doubling to 30 s) on the same
+// listening socket, which the master keeps open: connections that arrive meanwhile wait
+// in its backlog. The link is master/pub_link.hpp.
 // Thread-safety: every public method is thread-safe. Handlers (hello, presence) run on
 // an io thread; presence calls are serialized.
 #pragma once

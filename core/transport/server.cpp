@@ -834,36 +834,81 @@ std::size_t server_base::unauthenticated_count() const {
 
 namespace sylvite::transport {
 
-result<int> open_tcp_listener(const endpoint& ep) {
-  asio::io_context io;
+namespace {
+
+result<asio::ip::tcp::endpoint> listen_endpoint(asio::io_context& io, const endpoint& ep) {
   error_code ec;
   const std::string host = ep.host.empty() ? std::string("0.0.0.0") : ep.host;
-  asio::ip::tcp::endpoint tep;
   auto addr = asio::ip::make_address(host, ec);
-  if (!ec) {
-    tep = asio::ip::tcp::endpoint(addr, ep.port);
-  } else {
-    asio::ip::tcp::resolver resolver(io);
-    auto results = resolver.resolve(host, std::to_string(ep.port), asio::ip::resolver_base::passive, ec);
-    if (ec || results.empty()) {
-      spdlog::error("transport: cannot resolve listen address {}: {}", host, ec ? ec.message() : "no address");
-      return make_error_code(errc::resolve_failed);
-    }
-    tep = results.begin()->endpoint();
+  if (!ec) return asio::ip::tcp::endpoint(addr, ep.port);
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, std::to_string(ep.port), asio::ip::resolver_base::passive, ec);
+  if (ec || results.empty()) {
+    spdlog::error("transport: cannot resolve listen address {}: {}", host, ec ? ec.message() : "no address");
+    return make_error_code(errc::resolve_failed);
   }
+  return results.begin()->endpoint();
+}
+
+// bind (+ listen) one socket; its descriptor, close-on-exec.
+result<int> bind_one(asio::io_context& io, const asio::ip::tcp::endpoint& tep, bool reuse_port, bool listen) {
+  error_code ec;
   asio::ip::tcp::acceptor acc(io);
   acc.open(tep.protocol(), ec);
   if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acc.bind(tep, ec);
-  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    spdlog::error("transport: cannot listen on {}: {}", detail::describe(ep), ec.message());
-    return ec;
+  if (!ec && reuse_port) {
+    const int one = 1;
+    if (::setsockopt(acc.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+      ec = error_code(errno, boost::system::system_category());
   }
+  if (!ec) acc.bind(tep, ec);
+  if (!ec && listen) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return ec;
   const int fd = acc.release(ec);
   if (ec) return ec;
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   return fd;
+}
+
+}  // namespace
+
+result<int> open_tcp_listener(const endpoint& ep) {
+  asio::io_context io;
+  auto tep = listen_endpoint(io, ep);
+  if (!tep) return tep.error();
+  auto fd = bind_one(io, *tep, false, true);
+  if (!fd) spdlog::error("transport: cannot listen on {}: {}", detail::describe(ep), fd.error().message());
+  return fd;
+}
+
+result<std::vector<int>> open_tcp_listener_group(const endpoint& ep, int n) {
+  asio::io_context io;
+  auto tep = listen_endpoint(io, ep);
+  if (!tep) return tep.error();
+  std::vector<int> fds;
+  auto fail = [&](const error_code& ec) -> result<std::vector<int>> {
+    spdlog::error("transport: cannot listen on {}: {}", detail::describe(ep), ec.message());
+    for (int fd : fds) ::close(fd);
+    return ec;
+  };
+  // A plain bind first: a port held by anyone (also a SO_REUSEPORT group of this user,
+  // which the group's own binds would silently join) is refused here.
+  if (tep->port() != 0) {
+    auto probe = bind_one(io, *tep, false, false);
+    if (!probe) return fail(probe.error());
+    ::close(*probe);
+  }
+  for (int i = 0; i < std::max(1, n); ++i) {
+    auto fd = bind_one(io, *tep, true, true);
+    if (!fd) return fail(fd.error());
+    fds.push_back(*fd);
+    if (tep->port() == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      if (::getsockname(*fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) tep->port(detail::port_of(&ss, len));
+    }
+  }
+  return fds;
 }
 
 }  // namespace sylvite::transport

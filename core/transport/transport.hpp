@@ -110,6 +110,10 @@ struct options {
 // Bind and listen on a TCP endpoint as a server would (SO_REUSEADDR, the OS backlog), and
 // hand over the listening socket's descriptor (close-on-exec set) for options::listen_fd.
 result<int> open_tcp_listener(const endpoint& ep);
+// n listening sockets on one TCP endpoint (SO_REUSEPORT): the kernel spreads new
+// connections evenly over them by their addresses. Fails (address_in_use) when anything
+// else holds the port, also another group of the same user. Port 0: one free port for all.
+result<std::vector<int>> open_tcp_listener_group(const endpoint& ep, int n);
 
 // Raise the RLIMIT_NOFILE soft limit to the hard limit. Returns the soft limit now in
 // force (unchanged if raising failed; logged).

@@ -1,7 +1,7 @@
 // sylvite-publisher: one publish process of a salt-master with `publish_processes` > 0
 // (master/pub_processes.hpp starts it; the link is master/pub_link.hpp). It accepts
-// minions' publish connections on the master's publish_port (the listening socket is
-// inherited, shared by every publish process) and sends them what the master publishes;
+// minions' publish connections on the master's publish_port (its own listening socket of
+// the port's SO_REUSEPORT group, inherited from the master) and sends them what the master publishes;
 // the master checks each minion's hello and answers with the id. Not for operators to run.
 //
 // Descriptors: 3 = the link to the master (AF_UNIX stream), 4 = the listening socket.

@@ -525,12 +525,12 @@ TEST(Transport, pub_broadcast_to_200_connections) {
   for (auto& c : clients) c->close();
 }
 
-// publish_processes: the master opens the listener, each publish process accepts on it.
-TEST(Transport, two_servers_share_one_inherited_listener) {
-  auto fd = tr::open_tcp_listener(local_tcp());
-  ASSERT_TRUE(fd) << fd.error().message();
-  const int dup = ::dup(*fd);
-  ASSERT_GE(dup, 0);
+// publish_processes: the master opens a SO_REUSEPORT group of listeners, one per publish
+// process, and each process accepts on its own; the kernel spreads connections over them.
+TEST(Transport, a_listener_group_spreads_connections_over_its_servers) {
+  auto fds = tr::open_tcp_listener_group(local_tcp(), 2);
+  ASSERT_TRUE(fds) << fds.error().message();
+  ASSERT_EQ(fds->size(), 2u);
   io_pool pool;
   counter online;
   auto make = [&](int lfd) {
@@ -542,13 +542,18 @@ TEST(Transport, two_servers_share_one_inherited_listener) {
           if (up) online.add();
         });
   };
-  auto a = make(*fd);
-  auto b = make(dup);
+  auto a = make((*fds)[0]);
+  auto b = make((*fds)[1]);
   ASSERT_TRUE(a->start());
   ASSERT_TRUE(b->start());
   ASSERT_NE(a->bound_port(), 0);
   EXPECT_EQ(a->bound_port(), b->bound_port());
-  constexpr int N = 60;
+
+  // The port is taken: a plain listener and a second group are both refused.
+  EXPECT_FALSE(tr::open_tcp_listener(local_tcp(a->bound_port())));
+  EXPECT_FALSE(tr::open_tcp_listener_group(local_tcp(a->bound_port()), 2));
+
+  constexpr int N = 100;
   counter received;
   std::vector<std::shared_ptr<tr::pub_client>> clients;
   for (int i = 0; i < N; ++i) {
@@ -562,6 +567,9 @@ TEST(Transport, two_servers_share_one_inherited_listener) {
   }
   ASSERT_TRUE(online.wait_for(N));
   EXPECT_EQ(a->connection_count() + b->connection_count(), static_cast<std::size_t>(N));
+  // By address hash: about half each (below 20 of 100 is a 1-in-10^9 draw).
+  EXPECT_GE(a->connection_count(), 20u);
+  EXPECT_GE(b->connection_count(), 20u);
   a->publish_all(pub_frame(value{{"job", 1}}));
   b->publish_all(pub_frame(value{{"job", 1}}));
   ASSERT_TRUE(received.wait_for(N));  // every client on exactly one of them
