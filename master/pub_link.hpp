@@ -26,7 +26,9 @@
 
 namespace sylvite::master::pub_link {
 
-inline constexpr std::size_t k_max_message = 128u << 20;  // a publish larger than Salt's 100 MiB frame limit
+// The default limit of a message; both ends use max_message_size + 16 MiB (the init
+// message carries it as link_limit).
+inline constexpr std::size_t k_max_message = 128u << 20;
 
 struct message {
   char op = 0;
@@ -49,6 +51,7 @@ std::optional<to_payload> decode_to(std::string_view payload);
 class reader {
  public:
   explicit reader(std::size_t max_message = k_max_message) : max_(max_message) {}
+  void set_max(std::size_t max_message) { max_ = max_message; }
   void feed(std::string_view bytes) { buf_.append(bytes); }
   // The next whole message, nullopt when more bytes are needed; an error (a length of 0
   // or over the limit) poisons the stream: the caller closes it.

@@ -123,6 +123,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       if (ss.ss_family == AF_INET) port_ = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
       if (ss.ss_family == AF_INET6) port_ = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
     }
+    link_limit_ = s_.topt.max_frame_size + (16u << 20);
     init_msg_ = std::make_shared<const std::string>(pub_link::encode_value('O', init_settings()));
     return {};
   }
@@ -132,6 +133,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     const int n = s_.count;
     value v = value::object();
     v["log_level"] = s_.log_level;
+    v["link_limit"] = s_.topt.max_frame_size + (16u << 20);
     v["log_file"] = s_.log_file;
     v["log_level_logfile"] = s_.log_level_logfile;
     v["max_frame_size"] = o.max_frame_size;
@@ -162,20 +164,28 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
   // ---- children
 
   void spawn(int index) {
-    if (stopping_) return;
+    int lfd = -1;
+    {
+      // A copy of the listener, so that stop() closing the master's own meanwhile cannot
+      // hand the child another descriptor of the same number.
+      std::lock_guard lk(mu_);
+      if (stopping_ || listen_fds_.empty()) return;
+      lfd = ::fcntl(listen_fds_[static_cast<std::size_t>(index)], F_DUPFD_CLOEXEC, 0);
+    }
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      spdlog::error("publish process {}: socketpair: {}", index, std::strerror(errno));
+    if (lfd < 0 || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      spdlog::error("publish process {}: cannot start: {}", index, std::strerror(errno));
+      if (lfd >= 0) ::close(lfd);
       return retry_later(index);
     }
     const std::string path = s_.exe.string();
     const std::string idx = std::to_string(index);
-    const int lfd = listen_fds_[static_cast<std::size_t>(index)];
     const pid_t pid = ::fork();
     if (pid < 0) {
       spdlog::error("publish process {}: fork: {}", index, std::strerror(errno));
       ::close(sv[0]);
       ::close(sv[1]);
+      ::close(lfd);
       return retry_later(index);
     }
     if (pid == 0) {
@@ -203,7 +213,9 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       ::_exit(127);
     }
     ::close(sv[1]);
+    ::close(lfd);
     auto p = std::make_shared<proc>(io_, index);
+    p->reader.set_max(link_limit_);
     p->pid = pid;
     p->started = clock_type::now();
     error_code ec;
@@ -212,15 +224,21 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       ::close(sv[0]);
       spdlog::error("publish process {}: link: {}", index, ec.message());
     }
-    {
-      std::lock_guard lk(mu_);
-      slots_[static_cast<std::size_t>(index)] = p;
-    }
-    spdlog::debug("publish process {} started (pid {})", index, pid);
+    // The init message first on the strand, before any publish can be queued.
     asio::post(p->strand, [self = shared_from_this(), p] {
       self->send_on_strand(p, self->init_msg_);
       self->read(p);
     });
+    {
+      std::lock_guard lk(mu_);
+      if (!stopping_) {
+        slots_[static_cast<std::size_t>(index)] = p;
+        spdlog::debug("publish process {} started (pid {})", index, pid);
+        return;
+      }
+    }
+    // stop() ran meanwhile and did not see this one.
+    asio::post(p->strand, [self = shared_from_this(), p] { self->on_exit(p, "the master is stopping"); });
   }
 
   void retry_later(int index) {
@@ -355,14 +373,42 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
         p->conns = 0;
         auto& slot = slots_[static_cast<std::size_t>(p->index)];
         if (slot == p) slot.reset();
+        error_code ec;
+        p->link.close(ec);  // under mu_: stop() shuts links down under it too
       }
       for (const auto& id : down) notify(id, false);
     }
-    error_code ec;
-    p->link.close(ec);
     p->q.clear();
+    reap_later(p, why, down.size(), 0);
+  }
+
+  // The child exits by itself once its link is gone: poll for its status every 20 ms
+  // without blocking an io thread; after 1 s it is killed. Then (unless stopping) it is
+  // started again.
+  void reap_later(const proc_ptr& p, std::string why, std::size_t lost, int tries) {
+    int st = 0;
+    std::string status;
+    {
+      std::lock_guard lk(mu_);
+      if (p->reaped) return;  // stop() took it
+      const pid_t r = ::waitpid(p->pid, &st, WNOHANG);
+      if (r == p->pid) {
+        status = exit_text(st);
+      } else if (r < 0 && errno != EINTR) {
+        status = "ended";  // reaped elsewhere (ECHILD)
+      } else if (tries == 50) {
+        ::kill(p->pid, SIGKILL);
+      }
+      if (!status.empty()) p->reaped = true;
+    }
+    if (status.empty()) {
+      auto t = std::make_shared<asio::steady_timer>(p->strand, std::chrono::milliseconds(20));
+      t->async_wait([self = shared_from_this(), p, t, why = std::move(why), lost, tries](const error_code&) mutable {
+        self->reap_later(p, std::move(why), lost, tries + 1);
+      });
+      return;
+    }
     if (stopping_) return;
-    const std::string status = reap(p);
     const bool stable = clock_type::now() - p->started >= k_stable;
     clock_type::duration wait;
     {
@@ -372,35 +418,23 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     }
     spdlog::error("publish process {} (pid {}) {} ({}); {} minion(s) lost their publish connection; starting it again "
                   "in {} ms",
-                  p->index, p->pid, status, why, down.size(),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
-    asio::post(io_, [self = shared_from_this(), i = p->index] { self->retry_later(i); });
-  }
-
-  // The child's exit status: it exits by itself once its link is gone; after 1 s it is killed.
-  std::string reap(const proc_ptr& p) {
-    {
-      std::lock_guard lk(mu_);
-      if (p->reaped) return "ended";
-      p->reaped = true;
-    }
-    int st = 0;
-    for (int i = 0; i < 100; ++i) {
-      const pid_t r = ::waitpid(p->pid, &st, WNOHANG);
-      if (r == p->pid) return exit_text(st);
-      if (r < 0 && errno != EINTR) return "ended";  // reaped elsewhere (ECHILD)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(p->pid, SIGKILL);
-    while (::waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return "did not exit and was killed";
+                  p->index, p->pid, status, why, lost, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
+    retry_later(p->index);
   }
 
   // ---- sending
 
   void send(const proc_ptr& p, std::shared_ptr<const std::string> msg) {
-    if (p->queued.load(std::memory_order_relaxed) + msg->size() > k_max_link_queue) {
+    if (msg->size() > link_limit_ + 5) {
+      if (const auto k = big_log_.hit())
+        spdlog::error("publish process {}: dropped {} message(s) larger than the link allows ({} bytes: "
+                      "max_message_size plus 16 MiB)",
+                      p->index, k, link_limit_);
+      return;
+    }
+    // Control messages (an id, a drop) are small and always queued.
+    const bool control = msg->size() < 4096 && (*msg)[4] != 'A' && (*msg)[4] != 'T';
+    if (!control && p->queued.load(std::memory_order_relaxed) + msg->size() > k_max_link_queue) {
       if (const auto k = slow_log_.hit())
         spdlog::error("publish process {} is not keeping up ({} MiB waiting): dropped {} message(s) in the last "
                       "interval",
@@ -449,12 +483,15 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     }
     std::vector<proc_ptr> procs;
     {
+      // EOF on every link: each child stops accepting, closes its connections and exits.
+      // (Under mu_: on_exit closes a link under it, so the descriptor is still the link's.)
       std::lock_guard lk(mu_);
       for (const auto& p : slots_)
-        if (p) procs.push_back(p);
+        if (p) {
+          procs.push_back(p);
+          if (p->link.is_open()) ::shutdown(p->link.native_handle(), SHUT_RDWR);
+        }
     }
-    // EOF on every link: each child stops accepting, closes its connections and exits.
-    for (const auto& p : procs) ::shutdown(p->link.native_handle(), SHUT_RDWR);
     const auto deadline = clock_type::now() + std::chrono::seconds(3);
     for (const auto& p : procs) {
       {
@@ -480,6 +517,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       error_code ec;
       p->link.close(ec);
     });
+    std::lock_guard lk(mu_);
     for (int fd : listen_fds_) ::close(fd);
     listen_fds_.clear();
   }
@@ -496,7 +534,8 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
   std::mutex timer_mu_;  // guards timers_, backoff_ and the stopping_ check before arming
   std::vector<std::unique_ptr<asio::steady_timer>> timers_;
   std::vector<clock_type::duration> backoff_;
-  util::log_limiter slow_log_, bad_log_;
+  util::log_limiter slow_log_, bad_log_, big_log_;
+  std::size_t link_limit_ = pub_link::k_max_message;  // max_message_size + 16 MiB (start())
   std::mutex presence_mu_;  // before mu_
   mutable std::mutex mu_;
   std::vector<proc_ptr> slots_;            // guarded by mu_

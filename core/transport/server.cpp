@@ -854,8 +854,15 @@ result<asio::ip::tcp::endpoint> listen_endpoint(asio::io_context& io, const endp
 result<int> bind_one(asio::io_context& io, const asio::ip::tcp::endpoint& tep, bool reuse_port, bool listen) {
   error_code ec;
   asio::ip::tcp::acceptor acc(io);
-  acc.open(tep.protocol(), ec);
-  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+  // Close-on-exec from the start: a program another thread spawns must not inherit it.
+  const int raw = ::socket(tep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (raw < 0) return error_code(errno, boost::system::system_category());
+  acc.assign(tep.protocol(), raw, ec);
+  if (ec) {
+    ::close(raw);
+    return ec;
+  }
+  acc.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec && reuse_port) {
     const int one = 1;
     if (::setsockopt(acc.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
@@ -866,7 +873,6 @@ result<int> bind_one(asio::io_context& io, const asio::ip::tcp::endpoint& tep, b
   if (ec) return ec;
   const int fd = acc.release(ec);
   if (ec) return ec;
-  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   return fd;
 }
 

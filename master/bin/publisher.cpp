@@ -43,6 +43,9 @@ constexpr int k_listen_fd = 4;
 // Hellos waiting to reach the master beyond this are dropped (the minion sends its hello
 // again when it reconnects); ups, downs and counts are never dropped.
 constexpr std::size_t k_max_link_queue = 64u << 20;
+// Frames a minion sends on its publish connection are hellos (its id and token, a few
+// hundred bytes); larger ones are not forwarded to the master.
+constexpr std::size_t k_max_hello = 64u << 10;
 
 class publisher {
  public:
@@ -125,6 +128,8 @@ class publisher {
     auto text = [&](const char* k) { return std::string(sylvite::wire::get_text(s, k).value_or("")); };
     auto num = [&](const char* k, std::int64_t d) { return sylvite::wire::get_int(s, k).value_or(d); };
     sylvite::util::init_logging("sylvite-publisher", text("log_level"), text("log_file"), text("log_level_logfile"));
+    link_limit_ = static_cast<std::size_t>(num("link_limit", static_cast<std::int64_t>(pub_link::k_max_message)));
+    reader_.set_max(link_limit_);
     transport::options o;
     o.max_frame_size = static_cast<std::size_t>(num("max_frame_size", static_cast<std::int64_t>(o.max_frame_size)));
     o.max_queue_bytes = static_cast<std::size_t>(num("max_queue_bytes", static_cast<std::int64_t>(o.max_queue_bytes)));
@@ -154,7 +159,14 @@ class publisher {
           h.push_back(p.conn_id);
           h.push_back(p.address);
           h.push_back(body);
-          send(pub_link::encode_value('H', h), true);
+          auto msg = pub_link::encode_value('H', h);
+          if (msg.size() > k_max_hello) {  // a hello is a few hundred bytes
+            if (const auto n = big_log_.hit())
+              spdlog::info("publish process {}: ignored {} frame(s) too large for a hello, e.g. from {}", index_, n,
+                           p.address);
+            return std::nullopt;
+          }
+          send(std::move(msg), true);
           return std::nullopt;  // the master answers with 'I'
         },
         [this](const std::string& id, bool connected) { send(pub_link::encode(connected ? 'U' : 'W', id), false); });
@@ -230,7 +242,8 @@ class publisher {
   std::size_t queued_ = 0;
   std::size_t reported_ = static_cast<std::size_t>(-1);
   bool done_ = false;
-  sylvite::util::log_limiter drop_log_{std::chrono::seconds(10)};
+  sylvite::util::log_limiter drop_log_{std::chrono::seconds(10)}, big_log_{std::chrono::seconds(10)};
+  std::size_t link_limit_ = pub_link::k_max_message;
 
  public:
   void stop(const std::string& why) { finish(why); }
