@@ -46,6 +46,7 @@ TEST_F(ConfigDir, MissingMainFileMeansDefaults) {
   EXPECT_EQ(m->publish_port, 4505);
   EXPECT_EQ(m->ret_port, 4506);
   EXPECT_EQ(m->worker_threads, 5);
+  EXPECT_EQ(m->publish_processes, 0);
   EXPECT_EQ(m->pki_dir, "/etc/salt/pki/master");
   EXPECT_EQ(m->cachedir, "/var/cache/salt/master");
   EXPECT_EQ(m->sock_dir, "/var/run/salt/master");
@@ -129,6 +130,8 @@ TEST_F(ConfigDir, TypeErrorsHaveExactMessages) {
       {"master", "ret_port: true", "ret_port", "option 'ret_port': expected an integer between 1 and 65535, got true"},
       {"master", "worker_threads: 0", "worker_threads", "option 'worker_threads': expected an integer >= 1, got 0"},
       {"master", "worker_threads: [1]", "worker_threads", "option 'worker_threads': expected an integer >= 1, got [1]"},
+      {"master", "publish_processes: 65", "publish_processes", "option 'publish_processes': expected an integer between 0 and 64, got 65"},
+      {"master", "publish_processes: -1", "publish_processes", "option 'publish_processes': expected an integer between 0 and 64, got -1"},
       {"master", "minimum_auth_version: 1", "minimum_auth_version", "option 'minimum_auth_version': expected an integer between 2 and 3, got 1"},
       {"master", "keep_jobs_seconds: -5", "keep_jobs_seconds", "option 'keep_jobs_seconds': expected an integer >= 0, got -5"},
       {"master", "auto_accept: 'yes'", "auto_accept", "option 'auto_accept': expected a boolean (true/false, yes/no, on/off), got \"yes\""},
