@@ -114,3 +114,23 @@ def test_real_minion_survives_aes_rotation(env):
     assert master.salt_key("-d", "other", "-y").returncode == 0
     ping(master, "real1")
     assert master.salt_json("real1", "test.echo", "after-rotation") == {"real1": "after-rotation"}
+
+
+def test_real_minions_with_publish_processes(env):
+    """Two unmodified salt-minions (TCP) on a master whose publish port is served by two
+    publish processes (publish_processes: 2): every publish, broadcast or targeted,
+    reaches exactly its targets and manage.present sees both."""
+    master = env.master(publish_processes=2).start().wait_ready()
+    names = ["pp-real1", "pp-real2"]
+    for n in names:
+        real_minion(env, master, name=n)
+    for n in names:
+        accept(master, n)
+    for n in names:
+        ping(master, n)
+    assert master.salt_json("pp-real*", "test.ping", "-t", "20") == {n: True for n in names}
+    assert master.salt_json("-L", "pp-real2", "cmd.run", "echo only-2", "-t", "20") == {"pp-real2": "only-2"}
+    r = master.salt_run("manage.present", "--out", "json")
+    assert sorted(json.loads(r.stdout)) == names, r.stdout + r.stderr
+    log = (master.root / "master.log").read_text(errors="replace")
+    assert log.count("is accepting on port") == 2, log[-3000:]
