@@ -152,7 +152,9 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     v["pre_auth_idle_timeout_ms"] = o.pre_auth_idle_timeout.count();
     v["max_connections"] = share(o.max_connections, n);
     v["pre_auth_max_connections"] = share(o.pre_auth_max_connections, n);
-    v["pre_auth_max_connections_per_source"] = share(o.pre_auth_max_connections_per_source, n);
+    // Per process, not shared out: one address's connections land unevenly (by hash), and
+    // a share would refuse some of them below the configured cap.
+    v["pre_auth_max_connections_per_source"] = o.pre_auth_max_connections_per_source;
     v["reserved_fds"] = o.reserved_fds;
     return v;
   }

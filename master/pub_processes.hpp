@@ -32,8 +32,8 @@ namespace sylvite::master {
 struct pub_process_settings {
   int count = 2;
   std::filesystem::path exe;  // empty: sylvite-publisher next to this program
-  // The publish port's options. The per-listener caps (max_connections and the
-  // pre-authentication ones) and the pre-auth byte budget are divided among the children.
+  // The publish port's options. max_connections, pre_auth_max_connections and the
+  // pre-auth byte budget are divided among the children; the per-source cap applies in each.
   transport::options topt;
   std::string log_level, log_file, log_level_logfile;  // for the children's logs
 };
