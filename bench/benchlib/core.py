@@ -716,15 +716,7 @@ class SwarmGroup:
     def auth(self) -> dict:
         raise NotImplementedError("the auth storm runs with one swarm process (--swarm-procs 1)")
 
-    def wait_status(self, pred, timeout: float, interval=0.05, since_ns: int = 0) -> tuple[bool, dict]:
-        deadline = time.monotonic() + timeout
-        st = self.status(since_ns)
-        while not pred(st):
-            if time.monotonic() > deadline:
-                return False, st
-            time.sleep(interval)
-            st = self.status(since_ns)
-        return True, st
+    wait_status = Swarm.wait_status  # polls self.status(): the merged one here
 
     def err_tail(self, n=3000) -> str:
         return "".join(s.err_tail(n // max(1, len(self.swarms))) for s in self.swarms)
