@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include <unordered_set>
 
 #include "core/util/rate_limit.hpp"
+#include "core/util/spawn.hpp"
 #include "core/wire/msgpack.hpp"
 #include "master/pub_link.hpp"
 
@@ -46,13 +46,6 @@ constexpr std::size_t k_max_link_queue = 256u << 20;
 constexpr auto k_backoff_min = std::chrono::milliseconds(500);
 constexpr auto k_backoff_max = std::chrono::seconds(30);
 constexpr auto k_stable = std::chrono::seconds(60);
-
-std::filesystem::path default_exe() {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "sylvite-publisher";
-  return self.parent_path() / "sylvite-publisher";
-}
 
 std::size_t share(std::size_t total, int n) {
   if (total == 0 || n <= 1) return total;
@@ -94,7 +87,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
 
   impl(asio::io_context& io, transport::endpoint ep, pub_process_settings s, hello_fn hello, presence_fn presence)
       : io_(io), ep_(std::move(ep)), s_(std::move(s)), hello_(std::move(hello)), presence_(std::move(presence)) {
-    if (s_.exe.empty()) s_.exe = default_exe();
+    if (s_.exe.empty()) s_.exe = util::program_beside_self("sylvite-publisher");
     s_.count = std::max(1, s_.count);
     slots_.resize(static_cast<std::size_t>(s_.count));
     for (int i = 0; i < s_.count; ++i) {
@@ -180,39 +173,19 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       if (lfd >= 0) ::close(lfd);
       return retry_later(index);
     }
-    const std::string path = s_.exe.string();
-    const std::string idx = std::to_string(index);
-    const pid_t pid = ::fork();
+    // Link on 3, listener on 4, stdio kept; its own session (a signal to the master's group
+    // is the master's to handle; the child ends with its link, or PDEATHSIG).
+    util::child_spec spec;
+    spec.program = s_.exe;
+    spec.argv = {"sylvite-publisher", "--index", std::to_string(index)};
+    spec.fds = {{sv[1], 3}, {lfd, 4}};
+    const pid_t pid = util::spawn_child(spec);
     if (pid < 0) {
       spdlog::error("publish process {}: fork: {}", index, std::strerror(errno));
       ::close(sv[0]);
       ::close(sv[1]);
       ::close(lfd);
       return retry_later(index);
-    }
-    if (pid == 0) {
-      // Child: async-signal-safe calls only. Its own session (a signal to the master's
-      // group is the master's to handle; the child ends with its link, or PDEATHSIG).
-      // Link on 3, listener on 4, stdio kept.
-      ::setsid();
-      const int a = ::fcntl(sv[1], F_DUPFD, 10);
-      const int b = ::fcntl(lfd, F_DUPFD, 10);
-      if (a < 0 || b < 0 || ::dup2(a, 3) < 0 || ::dup2(b, 4) < 0) ::_exit(126);
-#ifdef SYS_close_range
-      if (::syscall(SYS_close_range, 5U, ~0U, 0U) != 0)
-#endif
-      {
-        long maxfd = ::sysconf(_SC_OPEN_MAX);
-        for (long fd = 5; fd < (maxfd > 0 ? maxfd : 1024); ++fd) ::close(static_cast<int>(fd));
-      }
-      sigset_t none;
-      ::sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      char* argv[] = {const_cast<char*>("sylvite-publisher"), const_cast<char*>("--index"),
-                      const_cast<char*>(idx.c_str()), nullptr};
-      ::execv(path.c_str(), argv);
-      ::_exit(127);
     }
     ::close(sv[1]);
     ::close(lfd);

@@ -10,9 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +26,7 @@
 
 #include "core/render/render.hpp"
 #include "core/render/render_protocol.hpp"
+#include "core/util/spawn.hpp"
 
 namespace sylvite::render {
 namespace {
@@ -51,13 +50,6 @@ struct worker_proc {
   pid_t pid = -1;
   int fd = -1;  // our end of the socketpair
 };
-
-std::filesystem::path default_worker() {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "sylvite-render";
-  return self.parent_path() / "sylvite-render";
-}
 
 void kill_and_reap(worker_proc& w) {
   if (w.fd >= 0) ::close(w.fd);
@@ -157,7 +149,7 @@ io_result recv_exact(int fd, char* out, std::size_t len, clock::time_point deadl
 class process_pool final : public renderer {
  public:
   explicit process_pool(const pool_options& opt) : opt_(opt) {
-    if (opt_.worker.empty()) opt_.worker = default_worker();
+    if (opt_.worker.empty()) opt_.worker = util::program_beside_self("sylvite-render");
     if (opt_.workers == 0) opt_.workers = 1;
   }
   ~process_pool() override {
@@ -249,39 +241,18 @@ class process_pool final : public renderer {
       err = std::string("cannot start a render worker: socketpair: ") + std::strerror(errno);
       return false;
     }
-    const std::string path = opt_.worker.string();
-    const rlim_t as_limit = static_cast<rlim_t>(opt_.worker_memory_mb) * 1024 * 1024;
-    pid_t pid = ::fork();
+    // The socketpair is its stdin and stdout; stderr stays (the worker logs there).
+    util::child_spec spec;
+    spec.program = opt_.worker;
+    spec.argv = {"sylvite-render"};
+    spec.fds = {{sv[1], 0}, {sv[1], 1}};
+    if (!sanitized_build) spec.address_space_limit = static_cast<std::uint64_t>(opt_.worker_memory_mb) * 1024 * 1024;
+    const pid_t pid = util::spawn_child(spec);
     if (pid < 0) {
       err = std::string("cannot start a render worker: fork: ") + std::strerror(errno);
       ::close(sv[0]);
       ::close(sv[1]);
       return false;
-    }
-    if (pid == 0) {
-      // Child: async-signal-safe calls only.
-      ::setsid();
-      ::dup2(sv[1], 0);
-      ::dup2(sv[1], 1);
-      // Close every other descriptor (stderr stays: the worker logs there).
-#ifdef SYS_close_range
-      if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-#endif
-      {
-        long maxfd = ::sysconf(_SC_OPEN_MAX);
-        for (long fd = 3; fd < (maxfd > 0 ? maxfd : 1024); ++fd) ::close(static_cast<int>(fd));
-      }
-      sigset_t none;
-      ::sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      if (as_limit > 0 && !sanitized_build) {
-        rlimit rl{as_limit, as_limit};
-        ::setrlimit(RLIMIT_AS, &rl);
-      }
-      char* argv[] = {const_cast<char*>("sylvite-render"), nullptr};
-      ::execv(path.c_str(), argv);
-      ::_exit(127);
     }
     ::close(sv[1]);
     w.pid = pid;

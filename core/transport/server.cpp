@@ -90,9 +90,22 @@ std::size_t count_open_fds() noexcept {
 util::log_limiter malformed_log;
 util::log_limiter budget_log;
 
+// The TCP endpoint a server binds: a literal address, else the first resolved one.
+result<asio::ip::tcp::endpoint> listen_endpoint(asio::io_context& io, const endpoint& ep) {
+  error_code ec;
+  const std::string host = ep.host.empty() ? std::string("0.0.0.0") : ep.host;
+  auto addr = asio::ip::make_address(host, ec);
+  if (!ec) return asio::ip::tcp::endpoint(addr, ep.port);
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, std::to_string(ep.port), asio::ip::resolver_base::passive, ec);
+  if (ec || results.empty()) {
+    spdlog::error("transport: cannot resolve listen address {}: {}", host, ec ? ec.message() : "no address");
+    return make_error_code(errc::resolve_failed);
+  }
+  return results.begin()->endpoint();
+}
+
 }  // namespace
-
-
 
 // ---------------------------------------------------------------------------------
 // server_session
@@ -501,19 +514,9 @@ result<void> server_base::start() {
     gep = asio::local::stream_protocol::endpoint(ep_.unix_path);
     is_tcp_ = false;
   } else {
-    const std::string host = ep_.host.empty() ? std::string("0.0.0.0") : ep_.host;
-    auto addr = asio::ip::make_address(host, ec);
-    if (!ec) {
-      gep = asio::ip::tcp::endpoint(addr, ep_.port);
-    } else {
-      asio::ip::tcp::resolver resolver(io_);
-      auto results = resolver.resolve(host, std::to_string(ep_.port), asio::ip::resolver_base::passive, ec);
-      if (ec || results.empty()) {
-        spdlog::error("transport: cannot resolve listen address {}: {}", host, ec ? ec.message() : "no address");
-        return make_error_code(errc::resolve_failed);
-      }
-      gep = results.begin()->endpoint();
-    }
+    auto tep = listen_endpoint(io_, ep_);
+    if (!tep) return tep.error();
+    gep = *tep;
     is_tcp_ = true;
   }
   acceptor_.open(gep.protocol(), ec);
@@ -836,20 +839,6 @@ namespace sylvite::transport {
 
 namespace {
 
-result<asio::ip::tcp::endpoint> listen_endpoint(asio::io_context& io, const endpoint& ep) {
-  error_code ec;
-  const std::string host = ep.host.empty() ? std::string("0.0.0.0") : ep.host;
-  auto addr = asio::ip::make_address(host, ec);
-  if (!ec) return asio::ip::tcp::endpoint(addr, ep.port);
-  asio::ip::tcp::resolver resolver(io);
-  auto results = resolver.resolve(host, std::to_string(ep.port), asio::ip::resolver_base::passive, ec);
-  if (ec || results.empty()) {
-    spdlog::error("transport: cannot resolve listen address {}: {}", host, ec ? ec.message() : "no address");
-    return make_error_code(errc::resolve_failed);
-  }
-  return results.begin()->endpoint();
-}
-
 // bind (+ listen) one socket; its descriptor, close-on-exec.
 result<int> bind_one(asio::io_context& io, const asio::ip::tcp::endpoint& tep, bool reuse_port, bool listen) {
   error_code ec;
@@ -880,7 +869,7 @@ result<int> bind_one(asio::io_context& io, const asio::ip::tcp::endpoint& tep, b
 
 result<int> open_tcp_listener(const endpoint& ep) {
   asio::io_context io;
-  auto tep = listen_endpoint(io, ep);
+  auto tep = detail::listen_endpoint(io, ep);
   if (!tep) return tep.error();
   auto fd = bind_one(io, *tep, false, true);
   if (!fd) spdlog::error("transport: cannot listen on {}: {}", detail::describe(ep), fd.error().message());
@@ -889,7 +878,7 @@ result<int> open_tcp_listener(const endpoint& ep) {
 
 result<std::vector<int>> open_tcp_listener_group(const endpoint& ep, int n) {
   asio::io_context io;
-  auto tep = listen_endpoint(io, ep);
+  auto tep = detail::listen_endpoint(io, ep);
   if (!tep) return tep.error();
   std::vector<int> fds;
   auto fail = [&](const error_code& ec) -> result<std::vector<int>> {
