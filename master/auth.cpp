@@ -564,8 +564,12 @@ struct executor {
 
   // The accepting reply in Salt's key order: enc, pub_key, publish_port, pub_sig?, token?,
   // aes, session, sig, nonce (signed only). `session` is sent for every version (Salt too).
-  value accept_reply(const std::string& key_pem) {
-    auto minion_pub = crypto::rsa_key::from_public_pem(key_pem);
+  value accept_reply(const std::string& key_pem, bool stored) {
+    // A key accepted before: the cache's parsed copy (one PEM parse per key, and the hello
+    // after this reply is checked without reading the file again).
+    std::optional<crypto::rsa_key> cached;
+    if (stored && ctx.accepted_key) cached = ctx.accepted_key(out.id, key_pem);
+    auto minion_pub = cached ? result<crypto::rsa_key>(std::move(*cached)) : crypto::rsa_key::from_public_pem(key_pem);
     if (!minion_pub) {
       spdlog::error("Corrupt or missing public key \"{}\": {}", out.id, minion_pub.error().message());
       out.result = "error";  // before the reply: an unsupported sig_algo still says bad_sig_algo
@@ -639,7 +643,7 @@ struct executor {
       case reply_is::ret_full: return ret_reply("full");
       case reply_is::accept:
         // The stored key when it was accepted already, else the one just written.
-        return accept_reply(r.effect == key_effect::none ? f.key().pem : f.pub);
+        return r.effect == key_effect::none ? accept_reply(f.key().pem, true) : accept_reply(f.pub, false);
     }
     return fail("error", value(kException));
   }

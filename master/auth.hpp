@@ -57,6 +57,10 @@ struct auth_context {
   std::shared_ptr<const aes_key> aes;  // current publish key
   // Session key string for an accepted minion (created/regenerated as needed).
   std::function<result<std::string>(const std::string& id)> session_key;
+  // The parsed accepted key of id from the master's accepted-key cache (filled on a miss,
+  // so the publish hello that follows a sign-in finds it in memory), if its text is `pem`;
+  // nullopt otherwise (the reply then parses `pem` itself). Null = no cache.
+  std::function<std::optional<crypto::rsa_key>(const std::string& id, std::string_view pem)> accepted_key;
   // Ids with an identified publish connection (for max_minions); may be empty.
   std::function<std::vector<std::string>()> connected_ids;
   // master_sign_pubkey: pub_sig for the accepting reply (Salt's master_sign); null = off.

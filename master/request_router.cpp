@@ -324,6 +324,11 @@ value request_router::handle_auth(value& load, int version, const std::string& p
     if (!c) return c.error();
     return (*c)->key_string();
   };
+  ctx.accepted_key = [this](const std::string& id, std::string_view pem) -> std::optional<crypto::rsa_key> {
+    auto e = keys_.accepted().get(id);
+    if (!e || e->pem_clean != crypto::clean_key(pem)) return std::nullopt;
+    return e->key;
+  };
   ctx.connected_ids = [this] {
     auto* sink = links_.pub.load();
     return sink ? sink->connected_ids() : std::vector<std::string>{};

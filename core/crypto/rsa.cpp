@@ -1,9 +1,9 @@
 // sylvite::crypto RSA: key loading/generation/PEM output, OAEP, PKCS#1 v1.5 signatures and
 // the X9.31 raw operations Salt uses for tokens and the AES-key signature.
 // Thread-safety: an rsa_key shares one immutable EVP_PKEY; every operation uses its own
-// EVP_PKEY_CTX / EVP_MD_CTX (the private-key ones cached per thread, see thread_ctx), so
-// const operations run concurrently. The X9.31 calls go
-// through the legacy RSA object cached inside the EVP_PKEY (OpenSSL fills that cache under
+// EVP_PKEY_CTX / EVP_MD_CTX (the OAEP and private-key ones cached per thread, see
+// thread_ctx), so const operations run concurrently. The X9.31 calls go through the
+// legacy RSA object cached inside the EVP_PKEY (OpenSSL fills that cache under
 // the key's lock; RSA blinding is per-thread-safe inside OpenSSL).
 #include <openssl/bio.h>
 #include <openssl/decoder.h>
@@ -243,25 +243,10 @@ bool setup_oaep(EVP_PKEY_CTX* ctx, enc_algo a) {
 }
 }  // namespace
 
-result<std::string> oaep_encrypt(const rsa_key& pub, std::string_view plain, enc_algo a) {
-  if (!pub.valid()) return errc::bad_key;
-  pkey_ctx_ptr ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, pub.native(), nullptr));
-  if (!ctx || EVP_PKEY_encrypt_init(ctx.get()) <= 0 || !setup_oaep(ctx.get(), a))
-    return fail(errc::openssl_error);
-  std::size_t len = 0;
-  if (EVP_PKEY_encrypt(ctx.get(), nullptr, &len, u8(plain), plain.size()) <= 0)
-    return fail(errc::encrypt_failed);
-  std::string out(len, '\0');
-  if (EVP_PKEY_encrypt(ctx.get(), reinterpret_cast<unsigned char*>(out.data()), &len, u8(plain),
-                       plain.size()) <= 0)
-    return fail(errc::encrypt_failed);  // e.g. plaintext longer than k - 2*hLen - 2
-  out.resize(len);
-  return out;
-}
-
 namespace {
 // A private-key operation on the same key repeats on every sign-in (the master's key: one
-// OAEP decrypt of the token, one signature of the reply). Creating and initialising an
+// OAEP decrypt of the token, one signature of the reply), and the reply's encryptions to
+// the minion's key come three in a row. Creating and initialising an
 // EVP_PKEY_CTX each time costs a provider fetch, a key export check and the parameter
 // setters, so each thread keeps one initialised context per operation and reuses it while
 // the key is the same one: the weak_ptr compares the key's control block, so a freed key
@@ -289,6 +274,26 @@ struct thread_ctx {
   void drop() noexcept { ctx.reset(); }
 };
 }  // namespace
+
+result<std::string> oaep_encrypt(const rsa_key& pub, std::string_view plain, enc_algo a) {
+  if (!pub.valid()) return errc::bad_key;
+  // The auth reply encrypts three values (token, AES key, session key) to one minion key
+  // in a row: the context is made once for them (thread_ctx, above).
+  thread_local thread_ctx cache;
+  EVP_PKEY_CTX* ctx = cache.get(pub, static_cast<int>(a), [a](EVP_PKEY_CTX* c) {
+    return EVP_PKEY_encrypt_init(c) > 0 && setup_oaep(c, a);
+  });
+  if (ctx == nullptr) return fail(errc::openssl_error);
+  // The ciphertext is exactly k bytes: one call into a k-byte buffer.
+  std::string out(pub.size_bytes(), '\0');
+  std::size_t len = out.size();
+  if (EVP_PKEY_encrypt(ctx, reinterpret_cast<unsigned char*>(out.data()), &len, u8(plain), plain.size()) <= 0) {
+    cache.drop();
+    return fail(errc::encrypt_failed);  // e.g. plaintext longer than k - 2*hLen - 2
+  }
+  out.resize(len);
+  return out;
+}
 
 result<std::string> oaep_decrypt(const rsa_key& priv, std::string_view cipher, enc_algo a) {
   if (!priv.valid() || !priv.has_private()) return errc::bad_key;
