@@ -10,7 +10,8 @@
 //   'T' to      array of ids, frame bytes    'U' up        id (bytes): first connection of id
 //   'I' ident   [conn_id, id]                'W' down      id (bytes): its last one closed
 //   'D' drop    id (bytes)                   'C' count     connections (int), when it changed
-//   'R' reopen the log file
+//   'R' reopen the log file                  'K' pong      the ping's payload, at once
+//   'P' ping    a few bytes (liveness)
 //
 // Sans-I/O. Thread-safety: a reader per stream; the encoders are plain functions.
 #pragma once

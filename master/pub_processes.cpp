@@ -46,6 +46,11 @@ constexpr std::size_t k_max_link_queue = 256u << 20;
 constexpr auto k_backoff_min = std::chrono::milliseconds(500);
 constexpr auto k_backoff_max = std::chrono::seconds(30);
 constexpr auto k_stable = std::chrono::seconds(60);
+// Liveness: every child is pinged this often over its link and must answer ('K') from its
+// io thread; one that leaves a ping unanswered for k_hung_after (stopped, deadlocked, in a
+// loop) is killed and started again, so its minions reconnect to a working process.
+constexpr auto k_ping_every = std::chrono::seconds(5);
+constexpr auto k_hung_after = std::chrono::seconds(30);
 
 std::size_t share(std::size_t total, int n) {
   if (total == 0 || n <= 1) return total;
@@ -82,11 +87,14 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     std::size_t conns = 0;
     bool ready = false;
     bool reaped = false;
+    bool ping_out = false;  // a ping waits for its answer, sent at ping_at
+    clock_type::time_point ping_at;
   };
   using proc_ptr = std::shared_ptr<proc>;
 
   impl(asio::io_context& io, transport::endpoint ep, pub_process_settings s, hello_fn hello, presence_fn presence)
-      : io_(io), ep_(std::move(ep)), s_(std::move(s)), hello_(std::move(hello)), presence_(std::move(presence)) {
+      : io_(io), ep_(std::move(ep)), s_(std::move(s)), hello_(std::move(hello)), presence_(std::move(presence)),
+        watch_timer_(io) {
     if (s_.exe.empty()) s_.exe = util::program_beside_self("sylvite-publisher");
     s_.count = std::max(1, s_.count);
     slots_.resize(static_cast<std::size_t>(s_.count));
@@ -154,6 +162,49 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
 
   void launch() {
     for (int i = 0; i < s_.count; ++i) spawn(i);
+    watch();
+  }
+
+  // ---- liveness
+
+  void watch() {
+    std::lock_guard lk(timer_mu_);
+    if (stopping_) return;
+    watch_timer_.expires_after(k_ping_every);
+    watch_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (ec || self->stopping_) return;
+      self->check_alive();
+      self->watch();
+    });
+  }
+
+  void check_alive() {
+    static const auto ping = std::make_shared<const std::string>(pub_link::encode('P', "alive?"));
+    std::vector<proc_ptr> to_ping, hung;
+    const auto now = clock_type::now();
+    {
+      std::lock_guard lk(mu_);
+      for (const auto& p : slots_) {
+        if (!p || p->gone || !p->ready) continue;
+        if (!p->ping_out) {
+          p->ping_out = true;
+          p->ping_at = now;
+          to_ping.push_back(p);
+        } else if (now - p->ping_at >= k_hung_after && !p->reaped) {
+          ::kill(p->pid, SIGKILL);  // not reaped yet: the pid is still this child's
+          hung.push_back(p);
+        }
+      }
+    }
+    for (const auto& p : to_ping) send(p, ping);
+    for (const auto& p : hung) {
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(k_hung_after).count();
+      spdlog::error("publish process {} (pid {}) has not answered the master for {} s (stopped or hung); killed",
+                    p->index, p->pid, secs);
+      asio::post(p->strand, [self = shared_from_this(), p, secs] {
+        self->on_exit(p, "it did not answer for " + std::to_string(secs) + " s");
+      });
+    }
   }
 
   // ---- children
@@ -255,6 +306,11 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       }
       case 'H':
         return on_hello(p, m.payload);
+      case 'K': {
+        std::lock_guard lk(mu_);
+        p->ping_out = false;
+        return;
+      }
       case 'U':
       case 'W':
         return on_presence(p, m.payload, m.op == 'U');
@@ -455,6 +511,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
       std::lock_guard lk(timer_mu_);
       if (stopping_.exchange(true)) return;
       for (auto& t : timers_) t->cancel();
+      watch_timer_.cancel();
     }
     std::vector<proc_ptr> procs;
     {
@@ -506,8 +563,9 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
   std::uint16_t port_ = 0;
   std::shared_ptr<const std::string> init_msg_;
   std::atomic<bool> stopping_{false};
-  std::mutex timer_mu_;  // guards timers_, backoff_ and the stopping_ check before arming
+  std::mutex timer_mu_;  // guards timers_, watch_timer_, backoff_ and the stopping_ check before arming
   std::vector<std::unique_ptr<asio::steady_timer>> timers_;
+  asio::steady_timer watch_timer_;
   std::vector<clock_type::duration> backoff_;
   util::log_limiter slow_log_, bad_log_, big_log_;
   std::size_t link_limit_ = pub_link::k_max_message;  // max_message_size + 16 MiB (start())

@@ -10,7 +10,8 @@
 // frames, a targeted one only to the children holding a target, with only those ids.
 // A child that dies is started again (backoff 0.5 s doubling to 30 s) on the same
 // listening socket, which the master keeps open: connections that arrive meanwhile wait
-// in its backlog. The link is master/pub_link.hpp.
+// in its backlog. Each child is pinged over its link every 5 s; one that leaves a ping
+// unanswered for 30 s (stopped, hung) is killed and started again the same way. The link is master/pub_link.hpp.
 // Thread-safety: every public method is thread-safe. Handlers (hello, presence) run on
 // an io thread; presence calls are serialized.
 #pragma once

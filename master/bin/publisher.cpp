@@ -111,6 +111,9 @@ class publisher {
       case 'R':
         sylvite::util::reopen_logs();
         return true;
+      case 'P':  // the master's liveness check: answered from this (the only) io thread
+        send(pub_link::encode('K', m.payload), false);
+        return true;
       default:
         finish(std::string("unknown message '") + m.op + "' from the master");
         return false;

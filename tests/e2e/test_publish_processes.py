@@ -4,7 +4,8 @@ A master with publish_processes: 2, two salt-minions (sylvite's) and 300 swarm m
 every minion gets its jobs; the publish connections live in the two children, about half
 each, not in the master; targeted publishes reach only their targets; manage.present sees every minion; a
 deleted key's publish connection is closed; a child killed with SIGKILL is started again
-and its minions come back; stopping the master stops the children. With transport zeromq
+and its minions come back; a child that stops answering (SIGSTOP) is found by the master's
+liveness check, killed and started again; stopping the master stops the children. With transport zeromq
 the option is refused at start.
 """
 from __future__ import annotations
@@ -118,6 +119,22 @@ def test_publish_processes_spread_target_and_recover(env):
 
         wait_for(all_back, 180, "every swarm minion to get jobs again", interval=2)
         assert master.proc.alive()
+
+        # A child that hangs (stopped: its link and connections stay open, it answers
+        # nothing): the master's ping goes unanswered for 30 s, it kills the child and
+        # starts another; the minions come back.
+        hung = children(mpid)[0]
+        t_stop = time.monotonic()
+        os.kill(hung, signal.SIGSTOP)
+        wait_for(lambda: re.search(rf"publish process \d \(pid {hung}\) has not answered the master for 30 s",
+                                   log(master)), 60, "the master to find the stopped child")
+        assert time.monotonic() - t_stop >= 29, "killed before its 30 s were up"
+        wait_for(lambda: len(children(mpid)) == 2 and hung not in children(mpid), 30, "a new publish process")
+        assert not Path(f"/proc/{hung}").exists() or "zombie" in Path(f"/proc/{hung}/status").read_text()
+        wait_for(all_back, 180, "every swarm minion to get jobs after the hung child", interval=2)
+        assert master.salt_json("-L", "ppa,ppb", "test.ping", "-t", "10") == {n: True for n in names}
+        # Only the stopped child was taken for hung: the working ones answer every ping.
+        assert len(re.findall(r"has not answered the master", log(master))) == 1
 
         # A deleted key: its publish connection is closed by the child that holds it. (Last:
         # the delete rotates the AES key, and a TCP swarm minion does not sign in again for a
