@@ -87,7 +87,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     std::size_t conns = 0;
     bool ready = false;
     bool reaped = false;
-    bool ping_out = false;  // a ping waits for its answer, sent at ping_at
+    bool ping_out = false;  // a ping waits for its answer since ping_at (queued, then written)
     clock_type::time_point ping_at;
   };
   using proc_ptr = std::shared_ptr<proc>;
@@ -178,15 +178,23 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     });
   }
 
+  // Runs from the watch timer only (one at a time).
   void check_alive() {
-    static const auto ping = std::make_shared<const std::string>(pub_link::encode('P', "alive?"));
     std::vector<proc_ptr> to_ping, hung;
     const auto now = clock_type::now();
+    // The master itself was held up (overload, a debugger, SIGSTOP): answers may be waiting
+    // unread behind this timer. The outstanding pings get a fresh 30 s instead.
+    const bool master_late = last_check_ != clock_type::time_point{} && now - last_check_ > 2 * k_ping_every;
+    last_check_ = now;
     {
       std::lock_guard lk(mu_);
+      if (stopping_) return;  // stop() is draining the children
       for (const auto& p : slots_) {
-        if (!p || p->gone || !p->ready) continue;
-        if (!p->ping_out) {
+        // Also a child that has not reported ready: the ping follows its init message.
+        if (!p || p->gone) continue;
+        if (p->ping_out && master_late) {
+          p->ping_at = now;
+        } else if (!p->ping_out) {
           p->ping_out = true;
           p->ping_at = now;
           to_ping.push_back(p);
@@ -196,7 +204,7 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
         }
       }
     }
-    for (const auto& p : to_ping) send(p, ping);
+    for (const auto& p : to_ping) send(p, ping_msg_);
     for (const auto& p : hung) {
       const auto secs = std::chrono::duration_cast<std::chrono::seconds>(k_hung_after).count();
       spdlog::error("publish process {} (pid {}) has not answered the master for {} s (stopped or hung); killed",
@@ -490,6 +498,10 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
     asio::async_write(p->link, asio::buffer(*p->q.front()), [self = shared_from_this(), p](const error_code& ec, std::size_t) {
       if (p->gone) return;
       if (ec) return self->on_exit(p, "link write failed: " + ec.message());
+      if (p->q.front() == self->ping_msg_) {  // the child's 30 s start when it can read the ping
+        std::lock_guard lk(self->mu_);
+        p->ping_at = clock_type::now();
+      }
       p->queued.fetch_sub(p->q.front()->size(), std::memory_order_relaxed);
       p->q.pop_front();
       if (!p->q.empty()) self->write(p);
@@ -566,6 +578,8 @@ struct pub_process_group::impl : std::enable_shared_from_this<impl> {
   std::mutex timer_mu_;  // guards timers_, watch_timer_, backoff_ and the stopping_ check before arming
   std::vector<std::unique_ptr<asio::steady_timer>> timers_;
   asio::steady_timer watch_timer_;
+  clock_type::time_point last_check_{};  // check_alive only
+  const std::shared_ptr<const std::string> ping_msg_ = std::make_shared<const std::string>(pub_link::encode('P', "alive?"));
   std::vector<clock_type::duration> backoff_;
   util::log_limiter slow_log_, bad_log_, big_log_;
   std::size_t link_limit_ = pub_link::k_max_message;  // max_message_size + 16 MiB (start())

@@ -11,7 +11,8 @@
 // A child that dies is started again (backoff 0.5 s doubling to 30 s) on the same
 // listening socket, which the master keeps open: connections that arrive meanwhile wait
 // in its backlog. Each child is pinged over its link every 5 s; one that leaves a ping
-// unanswered for 30 s (stopped, hung) is killed and started again the same way. The link is master/pub_link.hpp.
+// unanswered for 30 s after it was written to the link (stopped, hung) is killed and
+// started again the same way. The link is master/pub_link.hpp.
 // Thread-safety: every public method is thread-safe. Handlers (hello, presence) run on
 // an io thread; presence calls are serialized.
 #pragma once

@@ -250,7 +250,9 @@ namespace {
 // EVP_PKEY_CTX each time costs a provider fetch, a key export check and the parameter
 // setters, so each thread keeps one initialised context per operation and reuses it while
 // the key is the same one: the weak_ptr compares the key's control block, so a freed key
-// whose address is reused by another never matches, and it keeps no key material alive.
+// whose address is reused by another never matches. The context holds a reference to its
+// key: each thread keeps the last key it used (the master's, or the last minion's public
+// key) until its next call with another key or its exit.
 // A failed operation drops the context (the next call starts clean).
 struct thread_ctx {
   std::weak_ptr<evp_pkey_st> key;

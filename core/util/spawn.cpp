@@ -45,6 +45,13 @@ pid_t spawn_child(const child_spec& spec) {
   }
   for (std::size_t i = 0; i < n; ++i)
     if (::dup2(parked[i], spec.fds[i].second) < 0) ::_exit(126);  // dup2 clears CLOEXEC
+  // Below the highest target: every number from 3 that is not a target (close_range below
+  // takes the rest).
+  for (int fd = 3; fd < keep_below; ++fd) {
+    bool target = false;
+    for (std::size_t i = 0; i < n; ++i) target = target || spec.fds[i].second == fd;
+    if (!target) ::close(fd);
+  }
 #ifdef SYS_close_range
   if (::syscall(SYS_close_range, static_cast<unsigned>(keep_below), ~0U, 0U) != 0)
 #endif
