@@ -84,8 +84,23 @@ salt_venv "$build/venv-3007" "$SALT_V2_VERSION"
 # salt-pepper, selenium and CherryPy (real salt-api) for the REST API and console tests;
 # psycopg2 for real Salt's pgjsonb returner and the PostgreSQL job cache tests;
 # websocket-client for the REST API's /ws tests.
-if ! "$venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy, psycopg2, websocket" 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq \
-    salt-pepper selenium cherrypy psycopg2-binary websocket-client
+# pip runs through the venv's real path: the scripts it writes (bin/pepper) name their
+# interpreter by the path pip was started with, and a clone's BUILD_DIR/venv link goes
+# away with the clone (CI), while the venv is shared by every later clone.
+real_venv=$(readlink -f "$venv")
+tools=(pytest pytest-xdist pytest-timeout msgpack cryptography pyzmq salt-pepper selenium cherrypy psycopg2-binary
+       websocket-client)
+if ! "$real_venv/bin/python" -c "import pytest, xdist, pytest_timeout, msgpack, cryptography, zmq, pepper, selenium, cherrypy, psycopg2, websocket" 2>/dev/null; then
+  "$real_venv/bin/python" -m pip install -q --disable-pip-version-check "${tools[@]}"
 fi
+# Scripts an earlier setup wrote through a link that may be gone (bin/pepper naming
+# /var/tmp/<clone>/build/venv/bin/python): pointed at the venv's own interpreter.
+for script in "$real_venv"/bin/*; do
+  [[ -f "$script" && ! -L "$script" ]] || continue
+  first=$(head -c 300 "$script" | head -n 1)
+  if [[ "$first" == "#!"*/bin/python* && "$first" != "#!$real_venv/bin/python" ]]; then
+    echo "setup: $script named ${first#??} as its interpreter; now $real_venv/bin/python"
+    sed -i "1s|.*|#!$real_venv/bin/python|" "$script"
+  fi
+done
 echo "setup: ok ($("$venv/bin/salt-call" --version))"
