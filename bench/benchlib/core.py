@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from . import ports
+
 REPO = Path(__file__).resolve().parents[2]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -92,9 +94,7 @@ def stop_all(timeout: float = 10.0) -> list[int]:
 
 # ----------------------------------------------------------------------------- helpers
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.pick()
 
 
 def yaml_dump(d: dict) -> str:

@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import subprocess
 import tempfile
 import time
@@ -31,11 +32,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SYLVITE_BIN", REPO / "build" / "bin"))
 
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import ports as _ports  # noqa: E402
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the kernel's ephemeral range, reserved for this process (bench/benchlib/ports.py)."""
+    return _ports.pick()
 
 
 def wait_for(pred, timeout: float, what: str, interval: float = 0.1):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from sylvite_harness import BIN, Proc, wait_for, yaml_dump
+from sylvite_harness import BIN, Proc, free_port, wait_for, yaml_dump
 
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.access("/usr/sbin/haproxy", os.X_OK) else None)
 GEN = BIN / "sylvite-haproxy-cfg"
@@ -41,9 +41,7 @@ pytestmark = [
 def free_port_all() -> int:
     """A port free on every local address (the masters and HAProxy share port numbers
     on different 127.0.<n>.x addresses)."""
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 def lab_addresses():
