@@ -196,6 +196,7 @@ def run_job(s: SingleMasterSession, fun: str, *args, timeout: float, tgt: str = 
         "p50_ms": _r(pct(lat, 50)),
         "p99_ms": _r(pct(lat, 99)),
         "total_ms": _r(max(lat)) if lat else None,
+        "recv_first_ms": _r(min(recv)) if recv else None,  # the jid's time to the first minion's receipt
         "recv_p50_ms": _r(pct(recv, 50)),
         "recv_p99_ms": _r(pct(recv, 99)),
         "recv_last_ms": _r(max(recv)) if recv else None,
