@@ -38,15 +38,35 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def _open_lock_file() -> int:
+    # Open an existing file without O_CREAT: with fs.protected_regular, O_CREAT on a file
+    # another user owns in sticky /tmp is refused, even for root. Such a refusal falls back
+    # to a lock file of this user's own (no coordination with the other user's runs).
+    for path in (LOCK_FILE, f"/tmp/sylvite-ports-{os.getuid()}.lock"):
+        for _ in range(3):
+            try:
+                return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                pass
+            except PermissionError:
+                break
+            old = os.umask(0)
+            try:
+                return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            except FileExistsError:
+                continue  # created meanwhile by another process: open it
+            except PermissionError:
+                break
+            finally:
+                os.umask(old)
+    raise RuntimeError(f"cannot open a port lock file ({LOCK_FILE})")
+
+
 def _lock_fd() -> int:
     global _fd, _fd_pid
     if _fd is None or _fd_pid != os.getpid():
         # A forked child holds none of its parent's locks: it takes its own.
-        old = os.umask(0)
-        try:
-            _fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        finally:
-            os.umask(old)
+        _fd = _open_lock_file()
         _fd_pid = os.getpid()
         _mine.clear()
     return _fd
