@@ -135,7 +135,8 @@ def test_joiner_with_a_local_cluster_pki_dir_mirrors_keys_and_aes(env, cluster):
     assert (cpki / ".sylvite-local-copy").exists()
     # the accepted keys arrive over the bus (key-sync at link-up)
     wait_for(lambda: {p.name for p in (cpki / "minions").iterdir()} >= set(names), 30, "keys copied to cm4")
-    assert "minion key(s) copied from cluster peer" in logs(j)
+    # logged once the whole snapshot is written, so a moment after the files appear
+    wait_for(lambda: "minion key(s) copied from cluster peer" in logs(j), 10, "cm4 to log the key copy")
     # its jobs reach every minion, connected to the other masters
     wait_for(lambda: j.salt_json("lc*", "test.ping", "-t", "5") == {n: True for n in names}, 60,
              "cm4's job to reach every minion")
