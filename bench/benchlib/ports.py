@@ -43,22 +43,18 @@ def _open_lock_file() -> int:
     # another user owns in sticky /tmp is refused, even for root. Such a refusal falls back
     # to a lock file of this user's own (no coordination with the other user's runs).
     for path in (LOCK_FILE, f"/tmp/sylvite-ports-{os.getuid()}.lock"):
-        for _ in range(3):
-            try:
-                return os.open(path, os.O_RDWR | os.O_CLOEXEC)
-            except FileNotFoundError:
-                pass
-            except PermissionError:
-                break
+        try:
+            return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
             old = os.umask(0)
             try:
-                return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            except FileExistsError:
-                continue  # created meanwhile by another process: open it
+                return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
             except PermissionError:
-                break
+                continue
             finally:
                 os.umask(old)
+        except PermissionError:
+            continue
     raise RuntimeError(f"cannot open a port lock file ({LOCK_FILE})")
 
 

@@ -38,12 +38,6 @@ pytestmark = [
 ]
 
 
-def free_port_all() -> int:
-    """A port free on every local address (the masters and HAProxy share port numbers
-    on different 127.0.<n>.x addresses)."""
-    return free_port()
-
-
 def lab_addresses():
     n = random.randint(2, 250)
     return f"127.0.{n}.11", f"127.0.{n}.12", f"127.0.{n}.10"
@@ -103,7 +97,9 @@ class Lab:
     def __init__(self, env):
         self.env = env
         self.a1, self.a2, self.lb = lab_addresses()
-        self.pub, self.ret, self.health = free_port_all(), free_port_all(), free_port_all()
+        # free_port: free on every local address (the masters and HAProxy share port numbers
+        # on different 127.0.<n>.x addresses)
+        self.pub, self.ret, self.health = free_port(), free_port(), free_port()
         common = dict(publish_port=self.pub, ret_port=self.ret, health_port=self.health)
         self.m1 = env.master("m1", interface=self.a1, **common)
         self.m2 = env.master("m2", interface=self.a2, **common)
