@@ -363,7 +363,7 @@ TEST_F(ReactorTest, StartedReactorReactsToLocalEventsOnly) {
   r.start(hub);
   hub.fire("my/peer", value::object(), "", master::event_hub::origin::peer);
   hub.fire("my/local", value::object());
-  for (int i = 0; i < 200 && r.stats().actions < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 1000 && r.stats().actions < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   r.stop();
   EXPECT_EQ(r.stats().actions, 1u);
   EXPECT_EQ(r.stats().events, 1u);
@@ -447,7 +447,11 @@ TEST_F(ReactorCoreTest, LocalEventPublishesAndErrorsAreEvents) {
     return std::count_if(tags.begin(), tags.end(),
                          [&](const std::string& t) { return t.starts_with(prefix) && t.ends_with(suffix); });
   };
-  for (int i = 0; i < 300 && (seen("salt/job/", "/new") < 1 || seen("salt/reactor/error", "") < 1); ++i)
+  // The job's new event is fired inside the publish, before the reactor counts the action:
+  // wait for the count too.
+  for (int i = 0; i < 1000 && (seen("salt/job/", "/new") < 1 || seen("salt/reactor/error", "") < 1 ||
+                               core->reactions().stats().actions < 1);
+       ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(seen("salt/job/", "/new"), 1);
   EXPECT_EQ(seen("salt/reactor/error", ""), 1);
