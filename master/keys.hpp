@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -114,7 +114,7 @@ class session_store {
   struct shard {
     std::mutex mu;                    // the map
     std::mutex create_mu;             // creation/regeneration of ids of this shard
-    std::map<std::string, entry> map;
+    std::unordered_map<std::string, entry> map;
   };
   static constexpr std::size_t kShards = 64;
   shard& shard_of(const std::string& id);
@@ -182,8 +182,8 @@ class accepted_keys {
   const pki::key_store& store_;
   std::chrono::milliseconds revalidate_;
   std::mutex mu_;
-  std::map<std::string, cached> cache_;
-  std::map<std::string, std::string> good_tok_;  // id -> last verified token bytes
+  std::unordered_map<std::string, cached> cache_;
+  std::unordered_map<std::string, std::string> good_tok_;  // id -> last verified token bytes
   std::atomic<std::uint64_t> gen_{0};             // bumped on every invalidation
   std::atomic<std::uint64_t> file_checks_{0};
   std::once_flag watch_once_;

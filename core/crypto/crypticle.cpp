@@ -1,11 +1,14 @@
 // sylvite::crypto crypticle: Salt's AES-192-CBC + HMAC-SHA256 layer (salt.crypt.Crypticle).
-// Thread-safety: keys are immutable after construction; encrypt/decrypt/dumps use fresh
-// OpenSSL contexts per call; loads() moves the serial with a CAS loop on an atomic.
+// Thread-safety: keys are immutable after construction; encrypt/decrypt/dumps use OpenSSL
+// contexts of the calling thread (one each for AES encryption, AES decryption and HMAC,
+// re-keyed per call); loads() moves the serial with a CAS loop on an atomic.
 #include "core/crypto/crypticle.hpp"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/core_names.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <cstdint>
 #include <memory>
@@ -26,6 +29,10 @@ struct cipher_ctx_free {
   void operator()(EVP_CIPHER_CTX* c) const noexcept { EVP_CIPHER_CTX_free(c); }
 };
 using cipher_ctx_ptr = std::unique_ptr<EVP_CIPHER_CTX, cipher_ctx_free>;
+struct mac_ctx_free {
+  void operator()(EVP_MAC_CTX* c) const noexcept { EVP_MAC_CTX_free(c); }
+};
+using mac_ctx_ptr = std::unique_ptr<EVP_MAC_CTX, mac_ctx_free>;
 
 const unsigned char* u8(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
 unsigned char* u8(std::string& s) { return reinterpret_cast<unsigned char*>(s.data()); }
@@ -36,7 +43,40 @@ const EVP_CIPHER* aes_192_cbc() {
   return c;
 }
 
+// The calling thread's AES contexts, one per direction: EVP_{En,De}cryptInit_ex2 with the
+// cipher, key and IV resets one completely (the padding setting of each stays as its
+// direction wants it), so a context is allocated once per thread instead of per message.
+EVP_CIPHER_CTX* thread_cipher_ctx(bool encrypt) {
+  thread_local cipher_ctx_ptr enc(EVP_CIPHER_CTX_new());
+  thread_local cipher_ctx_ptr dec(EVP_CIPHER_CTX_new());
+  return encrypt ? enc.get() : dec.get();
+}
+
+// The calling thread's HMAC-SHA256 context, re-keyed per call. OpenSSL 3's one-shot HMAC()
+// fetches the MAC and the digest and builds a context on every call: 1.2 us against
+// 0.5 us per 300-byte message in a loop on this VM, and HMAC() was 13% of a load
+// generator's CPU per return under load (docs/benchmarks.md, issue 21 goal 1, session 21).
+EVP_MAC_CTX* thread_hmac_ctx() {
+  static EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  thread_local mac_ctx_ptr ctx = []() -> mac_ctx_ptr {
+    if (mac == nullptr) return nullptr;
+    mac_ctx_ptr c(EVP_MAC_CTX_new(mac));
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
+    if (c && EVP_MAC_CTX_set_params(c.get(), params) != 1) c.reset();
+    return c;
+  }();
+  return ctx.get();
+}
+
 bool hmac_sha256(std::string_view key, std::string_view data, unsigned char out[mac_size]) {
+  if (EVP_MAC_CTX* c = thread_hmac_ctx()) {
+    std::size_t len = 0;
+    return EVP_MAC_init(c, u8(key), key.size(), nullptr) == 1 &&
+           EVP_MAC_update(c, u8(data), data.size()) == 1 && EVP_MAC_final(c, out, &len, mac_size) == 1 &&
+           len == mac_size;
+  }
   unsigned int len = 0;
   return HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), u8(data), data.size(), out,
               &len) != nullptr &&
@@ -84,13 +124,12 @@ std::string crypticle::encrypt(std::string_view plain) const {
   if (plain.size() > max_len) return {};  // EVP takes int lengths
   std::string out = random_bytes(block);
   out.resize(block + (plain.size() / block + 1) * block + mac_size);
-  cipher_ctx_ptr ctx(EVP_CIPHER_CTX_new());
+  EVP_CIPHER_CTX* ctx = thread_cipher_ctx(true);
   int n1 = 0, n2 = 0;
   // EVP's default padding is PKCS#7 (always 1..16 bytes), as Salt pads by hand.
-  if (!ctx ||
-      EVP_EncryptInit_ex2(ctx.get(), aes_192_cbc(), u8(aes_key_), u8(out), nullptr) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), u8(out) + block, &n1, u8(plain), static_cast<int>(plain.size())) != 1 ||
-      EVP_EncryptFinal_ex(ctx.get(), u8(out) + block + n1, &n2) != 1) {
+  if (ctx == nullptr || EVP_EncryptInit_ex2(ctx, aes_192_cbc(), u8(aes_key_), u8(out), nullptr) != 1 ||
+      EVP_EncryptUpdate(ctx, u8(out) + block, &n1, u8(plain), static_cast<int>(plain.size())) != 1 ||
+      EVP_EncryptFinal_ex(ctx, u8(out) + block + n1, &n2) != 1) {
     ERR_clear_error();
     return {};
   }
@@ -124,12 +163,12 @@ result<std::string> crypticle::decrypt(std::string_view data) const {
   const std::string_view ct = signed_part.substr(block);
   if (ct.size() % block != 0) return errc::decrypt_failed;
   std::string out(ct.size() + block, '\0');
-  cipher_ctx_ptr ctx(EVP_CIPHER_CTX_new());
+  EVP_CIPHER_CTX* ctx = thread_cipher_ctx(false);
   int n1 = 0, n2 = 0;
-  if (!ctx || EVP_DecryptInit_ex2(ctx.get(), aes_192_cbc(), u8(aes_key_), u8(iv), nullptr) != 1 ||
-      EVP_CIPHER_CTX_set_padding(ctx.get(), 0) != 1 ||
-      EVP_DecryptUpdate(ctx.get(), u8(out), &n1, u8(ct), static_cast<int>(ct.size())) != 1 ||
-      EVP_DecryptFinal_ex(ctx.get(), u8(out) + n1, &n2) != 1) {
+  if (ctx == nullptr || EVP_DecryptInit_ex2(ctx, aes_192_cbc(), u8(aes_key_), u8(iv), nullptr) != 1 ||
+      EVP_CIPHER_CTX_set_padding(ctx, 0) != 1 ||
+      EVP_DecryptUpdate(ctx, u8(out), &n1, u8(ct), static_cast<int>(ct.size())) != 1 ||
+      EVP_DecryptFinal_ex(ctx, u8(out) + n1, &n2) != 1) {
     ERR_clear_error();
     return errc::decrypt_failed;
   }

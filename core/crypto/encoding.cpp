@@ -1,17 +1,21 @@
 // sylvite::crypto helpers without keys: error category, hashes, hex/base64, randomness,
 // uuids, constant-time compare, Salt's clean_key and pem_finger.
-// Thread-safety: plain functions; OpenSSL's DRBG and digests are thread-safe.
+// Thread-safety: plain functions; small random requests come from a per-thread buffer.
 #include <fcntl.h>
+#include <pthread.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -282,33 +286,105 @@ result<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
+namespace {
+
+[[noreturn]] void rand_failed() {
+  // Handing out predictable key material would be worse than stopping: the DRBG only
+  // fails when the OS entropy source is gone.
+  std::fputs("sylvite: OpenSSL RAND_bytes failed, aborting\n", stderr);
+  std::abort();
+}
+
+void rand_or_abort(unsigned char* p, std::size_t n) {
+  if (RAND_bytes(p, static_cast<int>(n)) != 1) rand_failed();
+}
+
+// Small requests (IVs, nonces, session keys: one or more per message) are served from a
+// buffer of the calling thread, filled by one RAND_bytes call per 4 KiB: a RAND_bytes call
+// costs about 0.7 us whatever its size up to there (the DRBG's per-call work), and the
+// request path makes one or two per message. Bytes are wiped from the buffer as they are
+// handed out. A forked child drops the buffer it inherited (pthread_atfork bumps the
+// generation), so parent and child never hand out the same bytes.
+constexpr std::size_t kPoolSize = 4096;
+constexpr std::size_t kPooledMax = 64;
+std::atomic<std::uint64_t> g_fork_gen{0};
+
+struct rand_pool {
+  unsigned char buf[kPoolSize];
+  std::size_t left = 0;
+  std::uint64_t gen = 0;
+  rand_pool() = default;
+  rand_pool(const rand_pool&) = delete;
+  rand_pool& operator=(const rand_pool&) = delete;
+  ~rand_pool() { OPENSSL_cleanse(buf, sizeof buf); }
+};
+
+void pooled_random(unsigned char* out, std::size_t n) {
+  static const bool registered = [] {
+    return pthread_atfork(nullptr, nullptr, [] { g_fork_gen.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  }();
+  thread_local rand_pool pool;
+  const std::uint64_t gen = g_fork_gen.load(std::memory_order_relaxed);
+  if (!registered) {
+    rand_or_abort(out, n);
+    return;
+  }
+  if (pool.gen != gen || pool.left < n) {
+    rand_or_abort(pool.buf, kPoolSize);
+    pool.left = kPoolSize;
+    pool.gen = gen;
+  }
+  unsigned char* src = pool.buf + (kPoolSize - pool.left);
+  std::memcpy(out, src, n);
+  OPENSSL_cleanse(src, n);
+  pool.left -= n;
+}
+
+}  // namespace
+
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');
   if (n == 0) return out;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
-    // Handing out predictable key material would be worse than stopping: the DRBG only
-    // fails when the OS entropy source is gone.
-    std::fputs("sylvite: OpenSSL RAND_bytes failed, aborting\n", stderr);
-    std::abort();
+  auto* p = reinterpret_cast<unsigned char*>(out.data());
+  if (n <= kPooledMax) {
+    pooled_random(p, n);
+  } else {
+    rand_or_abort(p, n);
   }
   return out;
 }
 
+namespace {
+// 16 random bytes with the version (4) and variant (10xx) bits of a random UUID.
+std::array<unsigned char, 16> uuid4_bytes() {
+  std::array<unsigned char, 16> r{};
+  pooled_random(r.data(), r.size());
+  r[6] = static_cast<unsigned char>((r[6] & 0x0f) | 0x40);
+  r[8] = static_cast<unsigned char>((r[8] & 0x3f) | 0x80);
+  return r;
+}
+constexpr char kHexDigits[] = "0123456789abcdef";
+}  // namespace
+
 std::string uuid4() {
-  std::string r = random_bytes(16);
-  r[6] = static_cast<char>((static_cast<unsigned char>(r[6]) & 0x0f) | 0x40);
-  r[8] = static_cast<char>((static_cast<unsigned char>(r[8]) & 0x3f) | 0x80);
-  std::string h = hex(r);
-  return h.substr(0, 8) + '-' + h.substr(8, 4) + '-' + h.substr(12, 4) + '-' + h.substr(16, 4) +
-         '-' + h.substr(20, 12);
+  const auto r = uuid4_bytes();
+  std::string out;
+  out.reserve(36);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    out.push_back(kHexDigits[r[i] >> 4]);
+    out.push_back(kHexDigits[r[i] & 0x0f]);
+  }
+  return out;
 }
 
 std::string uuid4_hex() {
-  std::string u = uuid4();
-  std::string out;
-  out.reserve(32);
-  for (char c : u)
-    if (c != '-') out.push_back(c);
+  const auto r = uuid4_bytes();
+  std::string out(32, '0');
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    out[2 * i] = kHexDigits[r[i] >> 4];
+    out[2 * i + 1] = kHexDigits[r[i] & 0x0f];
+  }
   return out;
 }
 

@@ -3,6 +3,11 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <atomic>
+#include <optional>
+#include <thread>
+#include <vector>
+
 #include "core/crypto/crypticle.hpp"
 #include "test_helpers.hpp"
 
@@ -156,6 +161,63 @@ TEST(Crypticle, AuthenticPaddingQuirks) {
        body.size(), mac, &len);
   EXPECT_EQ(c.decrypt(body + std::string(reinterpret_cast<char*>(mac), 32)).error(),
             make_error_code(errc::decrypt_failed));
+}
+
+// Standard PKCS#7 opening with fresh OpenSSL contexts: an independent check of encrypt().
+std::optional<std::string> open_reference(const std::string& key_string, const std::string& msg) {
+  std::string raw = *base64_decode(key_string);
+  if (msg.size() < 64) return std::nullopt;
+  const std::string body = msg.substr(0, msg.size() - 32);
+  unsigned char mac[32];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), raw.data() + 24, 32, reinterpret_cast<const unsigned char*>(body.data()), body.size(),
+       mac, &len);
+  if (std::string(reinterpret_cast<char*>(mac), 32) != msg.substr(msg.size() - 32)) return std::nullopt;
+  std::string out(body.size(), '\0');
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int n1 = 0, n2 = 0;
+  const bool ok =
+      EVP_DecryptInit_ex(ctx, EVP_aes_192_cbc(), nullptr, reinterpret_cast<const unsigned char*>(raw.data()),
+                         reinterpret_cast<const unsigned char*>(body.data())) == 1 &&
+      EVP_DecryptUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &n1,
+                        reinterpret_cast<const unsigned char*>(body.data()) + 16,
+                        static_cast<int>(body.size() - 16)) == 1 &&
+      EVP_DecryptFinal_ex(ctx, reinterpret_cast<unsigned char*>(out.data()) + n1, &n2) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  if (!ok) return std::nullopt;
+  out.resize(static_cast<std::size_t>(n1 + n2));
+  return out;
+}
+
+// encrypt/decrypt reuse one OpenSSL context per thread and direction, re-keyed per call:
+// messages of several keys interleaved on several threads, with failures in between,
+// must come out exactly as with fresh contexts.
+TEST(Crypticle, ThreadContextsServeInterleavedKeysAndSurviveFailures) {
+  std::vector<crypticle> keys;
+  for (int i = 0; i < 4; ++i) keys.push_back(make());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        const crypticle& k = keys[static_cast<std::size_t>((i + t) % 4)];
+        const crypticle& other = keys[static_cast<std::size_t>((i + t + 1) % 4)];
+        const std::string plain = random_bytes(static_cast<std::size_t>((i * 7 + t) % 100));
+        const std::string ct = k.encrypt(plain);
+        if (open_reference(k.key_string(), ct) != plain) bad++;
+        if (other.decrypt(ct).has_value()) bad++;  // refused with the wrong key,
+        auto opened = k.decrypt(ct);                // then the right key still opens it
+        if (!opened || *opened != plain) bad++;
+        if (i % 10 == 0) {  // an authentic message with impossible padding, then a good one
+          if (k.decrypt(seal_raw(k.key_string(), std::string(15, 'A') + '\x00')).has_value()) bad++;
+          auto good = k.decrypt(seal_raw(k.key_string(), std::string(15, 'A') + '\x01'));
+          if (!good || *good != std::string(15, 'A')) bad++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 // ---- Salt's own ciphertexts (tests/fixtures/vectors/crypto.json) ----------------------------

@@ -1,5 +1,7 @@
 // Unit tests for core/crypto RSA, hashing, encodings, randomness.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -508,6 +510,46 @@ TEST(Random, BytesAndUuids) {
     EXPECT_TRUE(is_uuid4_hex_text(h)) << h;
     EXPECT_TRUE(seen.insert(h).second);
   }
+}
+
+// Small random requests come from a per-thread buffer: a forked child must not hand out
+// the bytes its parent hands out next.
+TEST(Random, ForkedChildDoesNotRepeatTheParentsBytes) {
+  (void)random_bytes(16);  // the buffer is filled and partly used
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string b = random_bytes(16) + random_bytes(16);
+    const ssize_t w = ::write(fds[1], b.data(), b.size());
+    ::_exit(w == static_cast<ssize_t>(b.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  const std::string mine = random_bytes(16) + random_bytes(16);
+  std::string child(32, '\0');
+  std::size_t got = 0;
+  while (got < child.size()) {
+    const ssize_t r = ::read(fds[0], child.data() + got, child.size() - got);
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(got, child.size());
+  EXPECT_NE(child.substr(0, 16), mine.substr(0, 16));
+  EXPECT_NE(child.substr(16), mine.substr(16));
+  EXPECT_NE(child, mine);
+}
+
+// Requests larger than the buffer's share and many small ones in a row stay distinct.
+TEST(Random, SmallRequestsAcrossBufferRefillsAreDistinct) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(seen.insert(random_bytes(16)).second);  // > 4 KiB in all
+  EXPECT_EQ(random_bytes(65).size(), 65u);
+  EXPECT_NE(random_bytes(4096), random_bytes(4096));
 }
 
 TEST(ConstantTime, Equal) {
