@@ -1,0 +1,17 @@
+#!/bin/bash
+# Issue 21 goal 1, session 21: A/B/C of the AES-layer change, alternated, sylvite only, TCP, 1k,
+# the journaled ext4 image. A = master and swarm before (39c322d~1), B = master after (39c322d)
+# with the swarm before, C = both after. Build each into a copy of build/bin first, e.g.
+#   git worktree add /tmp/wt-before 39c322d~1 && ... ; cp -a build/bin /tmp/sylbin-after
+# Usage (root, repository root): bench/results/goal1-s21/ab.sh BEFORE_BIN AFTER_BIN OUT_DIR [PAIRS]
+set -eu
+before=$1 after=$2 out=$3 n=${4:-5}
+img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
+truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
+trap 'umount $mnt; rm -f $img' EXIT
+mkdir -p "$out"
+for i in $(seq 1 "$n"); do for v in A B C; do
+  case $v in A) m=$before s=$before;; B) m=$after s=$before;; C) m=$after s=$after;; esac
+  bench/run --scenarios fanout --sizes 1000 --transport tcp --only sylvite --sylvite-bin "$m" \
+            --swarm "$s/sylvite-swarm" --fanout-rounds 7 --tmp-dir $mnt --out "$out/$v-$i.json"
+done; done

@@ -1,0 +1,13 @@
+#!/bin/bash
+# Issue 21 goal 1, session 21 (docs/benchmarks.md): TCP at 1k on the journaled ext4 image,
+# beside Salt, then sylvite alone. Run as root from the repository root after scripts/build.sh.
+set -eu
+img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
+truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
+trap 'umount $mnt; rm -f $img' EXIT
+O=bench/results/goal1-s21
+B="--scenarios fanout --sizes 1000 --transport tcp --sylvite-bin build/bin --swarm build/bin/sylvite-swarm --fanout-rounds 7 --tmp-dir $mnt"
+bench/run $B --out $O/both-tcp-1k.json
+for i in 1 2 3; do bench/run $B --only sylvite --out $O/alone-tcp-1k-$i.json; done
+# ZeroMQ, sylvite alone (alone-zmq-1k-*.json)
+for i in 1 2 3; do bench/run ${B/--transport tcp/--transport zeromq} --only sylvite --out $O/alone-zmq-1k-$i.json; done
