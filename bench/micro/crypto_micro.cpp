@@ -75,8 +75,31 @@ std::size_t open_oneshot(const std::string& aes, const std::string& mac_key, con
 
 int main(int argc, char** argv) {
   using namespace sylvite::crypto;
-  const int n = argc > 1 ? std::atoi(argv[1]) : 200000;
-  const std::size_t bytes = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 300;
+  const char* usage =
+      "usage: sylvite-bench-crypto [MESSAGES] [BYTES]\n"
+      "  per-message cost of Salt's AES layer and of 16 random bytes, against OpenSSL's\n"
+      "  one-shot calls; MESSAGES per pass (default 200000, 1..100000000), BYTES per\n"
+      "  message (default 300, 0..1048576); prints one JSON line\n";
+  auto arg = [&](int i, long dflt, long lo, long hi) -> long {
+    if (argc <= i) return dflt;
+    char* end = nullptr;
+    const long v = std::strtol(argv[i], &end, 10);
+    if (end == argv[i] || *end != '\0' || v < lo || v > hi) {
+      std::fprintf(stderr, "sylvite-bench-crypto: bad argument '%s'\n%s", argv[i], usage);
+      std::exit(2);
+    }
+    return v;
+  };
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (argc > 3) {
+    std::fputs(usage, stderr);
+    return 2;
+  }
+  const int n = static_cast<int>(arg(1, 200000, 1, 100000000));
+  const auto bytes = static_cast<std::size_t>(arg(2, 300, 0, 1 << 20));
   const std::string ks = crypticle::generate_key_string();
   const crypticle c = *crypticle::from_key_string(ks);
   const std::string raw = *base64_decode(ks);

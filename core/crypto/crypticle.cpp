@@ -53,9 +53,8 @@ EVP_CIPHER_CTX* thread_cipher_ctx(bool encrypt) {
 }
 
 // The calling thread's HMAC-SHA256 context, re-keyed per call. OpenSSL 3's one-shot HMAC()
-// fetches the MAC and the digest and builds a context on every call: 1.2 us against
-// 0.5 us per 300-byte message in a loop on this VM, and HMAC() was 13% of a load
-// generator's CPU per return under load (docs/benchmarks.md, issue 21 goal 1, session 21).
+// fetches the MAC and the digest and builds a context on every call. build/bin/
+// sylvite-bench-crypto compares both paths (docs/benchmarks.md, issue 21 goal 1, session 21).
 EVP_MAC_CTX* thread_hmac_ctx() {
   static EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   thread_local mac_ctx_ptr ctx = []() -> mac_ctx_ptr {

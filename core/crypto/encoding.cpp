@@ -9,7 +9,6 @@
 #include <openssl/rand.h>
 #include <unistd.h>
 
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -355,38 +354,23 @@ std::string random_bytes(std::size_t n) {
 }
 
 namespace {
-// 16 random bytes with the version (4) and variant (10xx) bits of a random UUID.
-std::array<unsigned char, 16> uuid4_bytes() {
-  std::array<unsigned char, 16> r{};
-  pooled_random(r.data(), r.size());
+// 16 random bytes with the version (4) and variant (10xx) bits of a random UUID, as hex.
+std::string uuid4_hex_digits() {
+  unsigned char r[16];
+  pooled_random(r, sizeof r);
   r[6] = static_cast<unsigned char>((r[6] & 0x0f) | 0x40);
   r[8] = static_cast<unsigned char>((r[8] & 0x3f) | 0x80);
-  return r;
+  return hex(std::string_view(reinterpret_cast<const char*>(r), sizeof r));
 }
-constexpr char kHexDigits[] = "0123456789abcdef";
 }  // namespace
 
 std::string uuid4() {
-  const auto r = uuid4_bytes();
-  std::string out;
-  out.reserve(36);
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
-    out.push_back(kHexDigits[r[i] >> 4]);
-    out.push_back(kHexDigits[r[i] & 0x0f]);
-  }
-  return out;
+  std::string h = uuid4_hex_digits();
+  for (std::size_t at : {8, 13, 18, 23}) h.insert(at, 1, '-');
+  return h;
 }
 
-std::string uuid4_hex() {
-  const auto r = uuid4_bytes();
-  std::string out(32, '0');
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    out[2 * i] = kHexDigits[r[i] >> 4];
-    out[2 * i + 1] = kHexDigits[r[i] & 0x0f];
-  }
-  return out;
-}
+std::string uuid4_hex() { return uuid4_hex_digits(); }
 
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;

@@ -10,9 +10,7 @@ O=bench/results/goal1-inline
 for i in 1 2; do for tr in zeromq tcp; do for inl in 1 0; do
   SYLVITE_REQUEST_INLINE=$inl bench/run --scenarios fanout --sizes 1000 --transport $tr $B --out $O/rootfs/$tr-inline$inl-$i.json
 done; done; done
-img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
-truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
-trap 'umount $mnt; rm -f $img' EXIT
+source bench/ext4-image.sh  # $mnt: a journaled ext4 image, removed on exit
 for i in 1 2; do for v in "1 job_cache_journal=true" "0 job_cache_journal=true" "1 job_cache=false"; do
   set -- $v
   SYLVITE_REQUEST_INLINE=$1 bench/run --scenarios fanout --sizes 1000 --transport tcp $B --tmp-dir $mnt \

@@ -2,9 +2,7 @@
 # Issue 21 goal 1, session 19 (docs/benchmarks.md): TCP at 1k on the journaled ext4 image,
 # beside Salt and sylvite alone. Run as root from the repository root after scripts/build.sh.
 set -eu
-img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
-truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
-trap 'umount $mnt; rm -f $img' EXIT
+source bench/ext4-image.sh  # $mnt: a journaled ext4 image, removed on exit
 O=bench/results/goal1-s19
 B="--scenarios fanout --sizes 1000 --transport tcp --sylvite-bin build/bin --swarm build/bin/sylvite-swarm --fanout-rounds 7 --tmp-dir $mnt"
 bench/run $B --out $O/both-tcp-1k.json

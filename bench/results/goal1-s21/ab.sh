@@ -6,9 +6,7 @@
 # Usage (root, repository root): bench/results/goal1-s21/ab.sh BEFORE_BIN AFTER_BIN OUT_DIR [PAIRS]
 set -eu
 before=$1 after=$2 out=$3 n=${4:-5}
-img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
-truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
-trap 'umount $mnt; rm -f $img' EXIT
+source bench/ext4-image.sh  # $mnt: a journaled ext4 image, removed on exit
 mkdir -p "$out"
 for i in $(seq 1 "$n"); do for v in A B C; do
   case $v in A) m=$before s=$before;; B) m=$after s=$before;; C) m=$after s=$after;; esac

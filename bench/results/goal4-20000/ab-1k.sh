@@ -5,9 +5,7 @@
 set -eu
 O=bench/results/goal4-20000/ab-1k
 mkdir -p $O
-img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
-truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
-trap 'umount $mnt; rm -f $img' EXIT
+source bench/ext4-image.sh  # $mnt: a journaled ext4 image, removed on exit
 for i in 1 2 3; do for n in 2 0; do
   bench/run --scenarios memory,fanout --sizes 1000 --only sylvite --transport tcp --master-opt publish_processes=$n \
     --sylvite-bin build/bin --swarm build/bin/sylvite-swarm --fanout-rounds 7 --tmp-dir $mnt --out $O/pp$n-$i.json

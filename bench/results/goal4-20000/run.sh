@@ -8,9 +8,7 @@
 # Run as root from the repository root after scripts/build.sh.
 set -eu
 O=bench/results/goal4-20000
-img=/var/tmp/sylvite-bench-ext4.img mnt=/mnt/sylvite-bench
-truncate -s 4G $img && mkfs.ext4 -q -F -N 2000000 $img && mkdir -p $mnt && mount -o loop $img $mnt
-trap 'umount $mnt; rm -f $img' EXIT
+source bench/ext4-image.sh  # $mnt: a journaled ext4 image, removed on exit
 bench/run --scenarios memory,fanout,ingest --sizes 20000 --only sylvite --transport tcp --preseed \
   --swarm-procs 2 --master-opt publish_processes=2 --sylvite-bin build/bin --swarm build/bin/sylvite-swarm \
   --fanout-rounds 5 --tmp-dir $mnt --out $O/tcp-20000.json
