@@ -117,9 +117,7 @@ struct zmq_pub_server::impl : std::enable_shared_from_this<impl> {
 
   void send_all(const std::vector<std::vector<std::string>>& msgs) {
     if (!sock || sock->closed()) return;
-    std::size_t failed = 0;
-    for (const auto& m : msgs)
-      if (!sock->send(m)) failed++;
+    const std::size_t failed = sock->send_many(msgs);
     if (failed) {
       if (auto n = drop_log.hit())
         spdlog::warn("publish port: {} publish message(s) not sent in the last interval ({})", n,
@@ -228,13 +226,31 @@ struct zmq_req_server::impl : std::enable_shared_from_this<impl> {
                    peer.empty() ? "?" : peer, why);
   }
 
+  // Replies wait here for the strand; the first one queued posts a flush, which sends
+  // all that are queued by then (a burst of requests read in one pump is answered in one
+  // pass, with one look for input at the end instead of one per reply).
+  std::mutex out_mu;
+  std::vector<std::vector<std::string>> outq;
+
   void on_message(zmq_detail::message&& m);
   void reply(std::vector<std::string> envelope, std::string payload) {
-    asio::post(strand, [self = shared_from_this(), envelope = std::move(envelope), payload = std::move(payload)]() mutable {
-      if (!self->sock || self->sock->closed()) return;
-      envelope.push_back(std::move(payload));
-      self->sock->send(envelope);  // a client that left is dropped silently (ROUTER)
-    });
+    envelope.push_back(std::move(payload));
+    bool first = false;
+    {
+      std::lock_guard lk(out_mu);
+      first = outq.empty();
+      outq.push_back(std::move(envelope));
+    }
+    if (first) asio::post(strand, [self = shared_from_this()] { self->flush(); });
+  }
+  void flush() {
+    std::vector<std::vector<std::string>> q;
+    {
+      std::lock_guard lk(out_mu);
+      q.swap(outq);
+    }
+    if (q.empty() || !sock || sock->closed()) return;
+    sock->send_many(q);  // a client that left is dropped silently (ROUTER)
   }
 };
 

@@ -159,14 +159,6 @@ std::string zsock::last_endpoint() const {
   return std::string(buf, strnlen(buf, sz));
 }
 
-int zsock::events() const {
-  if (!s_) return 0;
-  int ev = 0;
-  std::size_t sz = sizeof ev;
-  if (zmq_getsockopt(s_, ZMQ_EVENTS, &ev, &sz) != 0) return 0;
-  return ev;
-}
-
 namespace {
 
 // One whole multipart message, without blocking. 1: got one; 0: none ready; -1: error.
@@ -224,45 +216,56 @@ void zsock::arm() {
 void zsock::pump() {
   if (closed_ || in_pump_ || !on_msg_) return;
   in_pump_ = true;
+  // Queue the wait first. A non-blocking receive that finds nothing processes libzmq's
+  // command mailbox (and so consumes every ZMQ_FD signal sent before it); a signal sent
+  // after the wait was queued completes the wait. So the loop may stop at the first
+  // EAGAIN, with no ZMQ_EVENTS query: each one processes the mailbox unthrottled (a
+  // poll(2) and a getpid(2)), and one per message and two per pass were most of this
+  // socket's system calls (docs/benchmarks.md, "Goal 1, session 22").
+  arm();
   int handled = 0;
-  for (;;) {
-    while (!closed_ && (events() & ZMQ_POLLIN)) {
-      if (handled++ >= k_batch) {  // let other work on the strand run; continue later
-        in_pump_ = false;
-        asio::post(strand_, [self = shared_from_this()] { self->pump(); });
-        return;
-      }
-      message m;
-      const int r = recv_message(s_, m);
-      if (r <= 0) break;
-      on_msg_(std::move(m));
+  message m;
+  while (!closed_) {
+    if (handled++ >= k_batch) {  // let other work on the strand run; continue later
+      in_pump_ = false;
+      asio::post(strand_, [self = shared_from_this()] { self->pump(); });
+      return;
     }
-    if (closed_) break;
-    arm();
-    // The wait is queued: anything that arrived before it is seen here, anything after
-    // it completes the wait.
-    if (!(events() & ZMQ_POLLIN)) break;
+    if (recv_message(s_, m) <= 0) break;
+    on_msg_(std::move(m));
   }
   in_pump_ = false;
 }
 
-bool zsock::send(const std::vector<std::string>& frames) {
+bool zsock::send_frames(const std::vector<std::string>& frames) {
   if (!s_ || closed_ || frames.empty()) return false;
   for (std::size_t i = 0; i < frames.size(); ++i) {
     const int flags = ZMQ_DONTWAIT | (i + 1 < frames.size() ? ZMQ_SNDMORE : 0);
     if (zmq_send(s_, frames[i].data(), frames[i].size(), flags) < 0) {
-      if (i == 0) {
-        pump();
-        return false;
-      }
       // libzmq sends multipart messages atomically once the first frame is accepted.
-      spdlog::warn("{}: ZeroMQ send failed in a multipart message: {}", what_, zmq_strerror(errno));
-      pump();
+      if (i != 0) spdlog::warn("{}: ZeroMQ send failed in a multipart message: {}", what_, zmq_strerror(errno));
       return false;
     }
   }
-  pump();
   return true;
+}
+
+bool zsock::send(const std::vector<std::string>& frames) {
+  if (!s_ || closed_) return false;
+  const bool ok = send_frames(frames);
+  // A send may have processed libzmq's mailbox and so consumed the edge of ZMQ_FD that
+  // announced input: look for input once more.
+  pump();
+  return ok;
+}
+
+std::size_t zsock::send_many(const std::vector<std::vector<std::string>>& messages) {
+  if (!s_ || closed_) return messages.size();
+  std::size_t failed = 0;
+  for (const auto& m : messages)
+    if (!send_frames(m)) failed++;
+  pump();  // once for the batch (see send())
+  return failed;
 }
 
 bool zsock::watch(int events_mask, on_event_fn on_event) {

@@ -1,10 +1,10 @@
 // sylvite::transport::zmq_detail: libzmq sockets driven on an Asio strand.
 //   context()   the process-wide libzmq context (one I/O thread; socket cap raised).
-//   zsock       one libzmq socket, its ZMQ_FD watched by an Asio descriptor. pump() reads
-//               every message that is ready and re-arms the wait. ZMQ_FD is edge
-//               triggered and Asio's descriptor waits are not speculative, so after the
-//               wait is queued ZMQ_EVENTS is checked once more: a command that arrived
-//               between the last check and the wait is never lost.
+//   zsock       one libzmq socket, its ZMQ_FD watched by an Asio descriptor. pump() queues
+//               the wait, then reads until libzmq says EAGAIN. ZMQ_FD is edge triggered
+//               and Asio's descriptor waits are not speculative: a signal sent before the
+//               wait was queued is consumed by that last receive (it processes libzmq's
+//               mailbox), one sent after it completes the wait, so none is lost.
 //   monitor     zmq_socket_monitor's PAIR end on the same strand, decoded into events.
 // Thread-safety: a zsock and its monitor are used only on their strand (libzmq sockets
 // are not thread-safe); the strand serialises and fences every call.
@@ -76,6 +76,8 @@ class zsock : public std::enable_shared_from_this<zsock> {
   // Non-blocking send of one multipart message; false if libzmq refused (HWM, no peer,
   // closed). Re-checks for input afterwards.
   bool send(const std::vector<std::string>& frames);
+  // Several messages, then one look for input; the number libzmq refused.
+  std::size_t send_many(const std::vector<std::vector<std::string>>& messages);
   bool send_one(const std::string& frame) { return send(std::vector<std::string>{frame}); }
   void close();  // idempotent; no callbacks after it
   bool closed() const { return closed_; }
@@ -85,7 +87,7 @@ class zsock : public std::enable_shared_from_this<zsock> {
   void arm();
   void pump_monitor();
   void arm_monitor();
-  int events() const;
+  bool send_frames(const std::vector<std::string>& frames);  // no pump
 
   zstrand strand_;
   void* s_ = nullptr;

@@ -604,6 +604,45 @@ TEST(ZmqReqClient, ConcurrentRequestsBeyondThePoolAllAnswered) {
   EXPECT_LE(srv.connection_count(), kPoolCap);
 }
 
+// Replies are queued and sent in batches on the socket's strand: answered at once on the
+// strand (inside the read loop), from other threads racing each other, and late, every
+// client still gets its own answer, round after round.
+TEST(ZmqReqServer, RepliesFromTheStrandAndRacingThreadsReachTheirOwnClients) {
+  constexpr int kClients = 24, kRounds = 5;
+  io_pool pool;
+  std::mutex mu;
+  std::vector<std::thread> repliers;
+  tr::zmq_req_server srv(pool.io, local_tcp(), {}, test_zopt(), [&](value body, std::shared_ptr<tr::responder> r) {
+    const auto c = body["c"].get<std::int64_t>();
+    value answer{{"c", body["c"]}, {"round", body["round"]}};
+    if (c % 3 == 0) return r->reply(std::move(answer));  // on the strand, inside the read loop
+    std::lock_guard lk(mu);
+    repliers.emplace_back([c, answer = std::move(answer), r = std::move(r)]() mutable {
+      if (c % 3 == 2) std::this_thread::sleep_for(std::chrono::milliseconds(c % 7));
+      r->reply(std::move(answer));
+    });
+  });
+  ASSERT_TRUE(srv.start());
+  std::vector<std::shared_ptr<tr::req_client>> clients;
+  for (int i = 0; i < kClients; ++i)
+    clients.push_back(tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt()));
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::future<result<value>>> futures;
+    for (int i = 0; i < kClients; ++i)
+      futures.push_back(request(pool, clients[static_cast<std::size_t>(i)], value{{"c", i}, {"round", round}}));
+    for (int i = 0; i < kClients; ++i) {
+      auto r = get(futures[static_cast<std::size_t>(i)]);
+      ASSERT_TRUE(r) << "client " << i << ", round " << round << ": " << r.error().message();
+      EXPECT_EQ((*r)["c"], i);
+      EXPECT_EQ((*r)["round"], round);
+    }
+  }
+  for (auto& c : clients) c->close();
+  std::lock_guard lk(mu);
+  for (auto& t : repliers) t.join();
+  EXPECT_EQ(srv.refused(), 0u);
+}
+
 TEST(ZmqReqClient, TimeoutThenKeepsWorking) {
   io_pool pool;
   std::mutex mu;
