@@ -415,6 +415,7 @@ void visit_zmq(zmq_settings& z, V& v) {
 }
 
 const std::vector<std::string> k_transports = {"zeromq", "tcp"};
+const std::vector<std::string> k_zmq_engines = {"native", "libzmq"};
 
 template <class V>
 void visit_master(master_config& c, V& v) {
@@ -422,6 +423,7 @@ void visit_master(master_config& c, V& v) {
   visit_zmq(c.zmq, v);
   v.integer("pub_hwm", c.pub_hwm, 1, k_max);
   v.integer("zmq_backlog", c.zmq_backlog, 1, k_max);
+  v.enumeration("zmq_engine", c.zmq_engine, k_zmq_engines);
   v.string("interface", c.interface);
   v.boolean_or_null("ipv6", c.ipv6);
   v.port("publish_port", c.publish_port);

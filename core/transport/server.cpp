@@ -89,6 +89,7 @@ std::size_t count_open_fds() noexcept {
 // Process-wide: floods of these come from many connections at once.
 util::log_limiter malformed_log;
 util::log_limiter budget_log;
+util::log_limiter drop_log;
 
 // The TCP endpoint a server binds: a literal address, else the first resolved one.
 result<asio::ip::tcp::endpoint> listen_endpoint(asio::io_context& io, const endpoint& ep) {
@@ -108,20 +109,45 @@ result<asio::ip::tcp::endpoint> listen_endpoint(asio::io_context& io, const endp
 }  // namespace
 
 // ---------------------------------------------------------------------------------
+// Salt's TCP framing as an input codec
+
+namespace {
+
+class salt_codec final : public input_codec {
+ public:
+  void set_limits(const wire::limits& lim) noexcept override { p_.set_limits(lim); }
+  const wire::limits& get_limits() const noexcept override { return p_.get_limits(); }
+  bool in_frame() const noexcept override { return p_.in_frame(); }
+  std::size_t capacity() const noexcept override { return p_.capacity(); }
+  std::size_t capacity_after(std::size_t n) const noexcept override { return p_.capacity_after(n); }
+  void release_memory() noexcept override { p_.release_memory(); }
+  void feed(std::string_view data) override { p_.feed(data); }
+  result<std::optional<wire::frame>> next() override { return p_.next(); }
+  void clear() noexcept override { p_ = wire::frame_parser(wire::limits{}); }
+
+ private:
+  wire::frame_parser p_{wire::limits{}};
+};
+
+}  // namespace
+
+std::unique_ptr<input_codec> make_salt_codec() { return std::make_unique<salt_codec>(); }
+
+// ---------------------------------------------------------------------------------
 // server_session
 
 server_session::server_session(server_socket sock, std::shared_ptr<const options> opt, peer_info peer,
-                               std::weak_ptr<session_hooks> hooks)
+                               std::weak_ptr<session_hooks> hooks, std::unique_ptr<input_codec> codec)
     : sock_(std::move(sock)),
       opt_(std::move(opt)),
-      parser_(wire::limits{}),
+      parser_(codec ? std::move(codec) : make_salt_codec()),
       peer_(std::move(peer)),
       hooks_(std::move(hooks)),
       max_queue_bytes_(opt_->max_queue_bytes),
       max_queue_frames_(opt_->max_queue_frames),
       created_ns_(now_ns()) {
   authenticated_.store(opt_->authenticated_from_start, std::memory_order_release);
-  parser_.set_limits(current_limits());
+  parser_->set_limits(current_limits());
 }
 
 server_session::~server_session() { release_budget(); }
@@ -156,15 +182,21 @@ void server_session::start() {
       self->do_close();
       return;
     }
-    self->wait_readable();
+    self->send_codec_output();  // a greeting
+    if (!self->close_done_) self->wait_readable();
   });
+}
+
+void server_session::send_codec_output() {
+  std::string out = parser_->take_output();
+  if (!out.empty()) send(std::make_shared<const std::string>(std::move(out)));
 }
 
 void server_session::mark_authenticated() {
   if (authenticated_.exchange(true, std::memory_order_acq_rel)) return;
   asio::post(sock_.get_executor(), [self = shared_from_this()] {
     if (self->close_done_) return;
-    self->parser_.set_limits(self->current_limits());
+    self->parser_->set_limits(self->current_limits());
     if (self->opt_->pre_auth_budget && self->budget_charged_) {
       self->opt_->pre_auth_budget->give(self->budget_charged_);
       self->budget_charged_ = 0;
@@ -218,11 +250,11 @@ bool server_session::drain_frames() {
       frame_since_ns_.store(0, std::memory_order_relaxed);
       return false;
     }
-    auto r = parser_.next();
+    auto r = parser_->next();
     if (!r) {
       if (const auto n = malformed_log.hit()) {
         if (!authenticated() && r.error() == wire::errc::too_large) {
-          const auto l = parser_.get_limits();
+          const auto l = parser_->get_limits();
           spdlog::warn("transport: closing connection from {}: unauthenticated frame over the pre-authentication "
                        "limits ({} bytes, {} msgpack objects; {} such closes in the last interval)",
                        peer_.address, opt_->pre_auth_max_frame_size, l.max_nodes, n);
@@ -232,6 +264,7 @@ bool server_session::drain_frames() {
                        peer_.address, r.error().message(), n);
         }
       }
+      if (auto hooks = hooks_.lock()) hooks->on_input_refused(shared_from_this());
       do_close();
       return false;
     }
@@ -260,7 +293,9 @@ bool server_session::drain_frames() {
     }
     if (close_done_) return false;
   }
-  if (!parser_.in_frame()) {
+  send_codec_output();
+  if (close_done_) return false;
+  if (!parser_->in_frame()) {
     frame_since_ns_.store(0, std::memory_order_relaxed);
   } else if (completed || frame_since_ns_.load(std::memory_order_relaxed) == 0) {
     frame_since_ns_.store(now_ns(), std::memory_order_relaxed);
@@ -273,8 +308,8 @@ bool server_session::charge_pre_auth(std::size_t incoming) {
   // Charged on the buffer's capacity, the memory it really holds (growth doubles it),
   // before feeding `incoming` more bytes, so the budget is checked before the buffer
   // grows; between frames a big buffer is released rather than kept charged.
-  if (!parser_.in_frame() && parser_.capacity() > opt_->pre_auth_max_frame_size) parser_.release_memory();
-  const std::size_t held = incoming ? parser_.capacity_after(incoming) : parser_.capacity();
+  if (!parser_->in_frame() && parser_->capacity() > opt_->pre_auth_max_frame_size) parser_->release_memory();
+  const std::size_t held = incoming ? parser_->capacity_after(incoming) : parser_->capacity();
   const std::size_t want = held > opt_->pre_auth_max_frame_size ? held - opt_->pre_auth_max_frame_size : 0;
   if (want > budget_charged_) {
     if (!opt_->pre_auth_budget->take(want - budget_charged_)) {
@@ -333,7 +368,7 @@ void server_session::on_readable(const error_code& wait_ec) {
     }
     last_rx_ns_.store(now_ns(), std::memory_order_relaxed);
     if (!charge_pre_auth(n)) return;
-    parser_.feed(std::string_view(buf.data(), n));
+    parser_->feed(std::string_view(buf.data(), n));
     if (!drain_frames()) return;
     if (!charge_pre_auth(0)) return;
     if (n < buf.size()) break;  // drained
@@ -349,6 +384,13 @@ bool server_session::send(std::shared_ptr<const std::string> frame) {
   if (bytes > max_queue_bytes_ || frames > max_queue_frames_) {
     queued_bytes_.fetch_sub(sz);
     queued_frames_.fetch_sub(1);
+    if (opt_->drop_when_full) {
+      if (const auto n = drop_log.hit())
+        spdlog::warn("transport: write queue of {} is full ({} frames queued): dropped {} frame(s) in the last "
+                     "interval (high-water mark)",
+                     peer_.address, frames - 1, n);
+      return false;
+    }
     if (!overflow_logged_.exchange(true)) {
       spdlog::warn("transport: write queue of {} is full ({} bytes, {} frames queued), disconnecting",
                    peer_.address, bytes - sz, frames - 1);
@@ -428,7 +470,7 @@ void server_session::do_close() {
     opt_->pre_auth_budget->give(budget_charged_);
     budget_charged_ = 0;
   }
-  parser_ = wire::frame_parser(wire::limits{});  // free a partial frame now, not at the last responder
+  parser_->clear();  // free a partial frame now, not at the last responder
   if (auto hooks = hooks_.lock()) {
     try {
       hooks->on_session_closed(shared_from_this());
@@ -735,7 +777,7 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
     if (!stopped_) {
       refused = refuse_reason_locked(source, sock.native_handle());
       if (refused.empty()) {
-        s = std::make_shared<server_session>(std::move(sock), sopt_, std::move(peer), weak_from_this());
+        s = std::make_shared<server_session>(std::move(sock), sopt_, std::move(peer), weak_from_this(), make_codec());
         if (!opt_.authenticated_from_start) {
           ++unauth_total_;
           ++unauth_by_source_[source];

@@ -70,6 +70,9 @@ struct options {
   std::size_t max_frame_size = 100u << 20;  // after authentication (max_message_size)
   std::size_t max_queue_bytes = 64u << 20;  // per connection write queue
   std::size_t max_queue_frames = 100000;
+  // Server side: a frame that does not fit a connection's write queue is dropped (and
+  // counted in the log) instead of disconnecting the peer: ZeroMQ PUB's high-water mark.
+  bool drop_when_full = false;
   bool tcp_keepalive = true;
   int keepalive_idle = 300;   // seconds (TCP_KEEPIDLE); <=0 -> OS default
   int keepalive_intvl = -1;   // seconds (TCP_KEEPINTVL); <=0 -> OS default

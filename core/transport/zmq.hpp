@@ -1,6 +1,9 @@
 // sylvite::transport over ZeroMQ: Salt's default transport (`transport: zeromq`), byte
-// compatible with salt/transport/zeromq.py (3007, 3008). libzmq does ZMTP; this layer owns
-// the sockets, Salt's framing on top of ZMTP, limits and the Asio integration.
+// compatible with salt/transport/zeromq.py (3007, 3008). The master's two ports speak
+// ZMTP natively on the TCP transport's Asio sessions by default (zmq_engine: native,
+// detail/zmtp.hpp), or through libzmq sockets (zmq_engine: libzmq); clients always use
+// libzmq. This layer owns the sockets, Salt's framing on top of ZMTP, limits and the
+// Asio integration.
 //
 // Salt's framing (docs/wire-format.md, "ZeroMQ"):
 //   request port (ret_port): the client is a REQ socket, the master a ROUTER (Salt puts a
@@ -15,7 +18,7 @@
 //     for glob/pcre/list targets (one message per target), "broadcast" otherwise; a minion
 //     subscribes to "broadcast" and to its own topic.
 //
-// Threading: sockets are driven on an Asio strand through ZMQ_FD (readiness of libzmq's
+// Threading (libzmq engine and clients): sockets are driven on an Asio strand through ZMQ_FD (readiness of libzmq's
 // mailbox; edge-triggered, so every operation re-checks ZMQ_EVENTS). libzmq's own I/O runs
 // on the process-wide context's thread(s). Public methods may be called from any thread.
 #pragma once
@@ -38,8 +41,19 @@ enum class kind { zeromq, tcp };
 std::optional<kind> parse_kind(std::string_view s);
 const char* kind_name(kind k);
 
+// What serves the master's ZeroMQ ports: ZMTP spoken on the Asio sessions of the TCP
+// transport (native: detail/zmtp.hpp), or libzmq sockets. Clients always use libzmq.
+enum class zmq_engine { native, libzmq };
+std::optional<zmq_engine> parse_engine(std::string_view s);  // "native" / "libzmq"
+
+namespace zmtp {
+class router_server;
+class xpub_server;
+}  // namespace zmtp
+
 // The ZeroMQ options of Salt's master and minion configs.
 struct zmq_options {
+  zmq_engine engine = zmq_engine::native;  // zmq_engine (sylvite): master's ports only
   bool filtering = false;          // zmq_filtering
   bool monitor = false;            // zmq_monitor: log every socket event (debugging)
   int pub_hwm = 1000;              // pub_hwm: messages queued per subscriber (master PUB)
@@ -105,14 +119,19 @@ class zmq_pub_server {
  private:
   struct impl;
   std::shared_ptr<impl> impl_;
+  std::shared_ptr<zmtp::xpub_server> native_;
+  bool filtering_ = false;
 };
 
 // Request server (master, ret_port): a ROUTER socket. Each request reaches the handler
 // with a responder whose reply() may be called once, from any thread; push() is not
 // supported (false). peer().address is the client's IP (libzmq's Peer-Address: no port).
-// Pre-authentication limits (options::pre_auth_*) apply per client connection until the
-// handler calls mark_authenticated(); larger messages are refused unread-by-the-core and
-// logged once per interval. max_frame_size is ZMQ_MAXMSGSIZE (libzmq drops the peer).
+// Native engine: the TCP transport's connection rules apply as they are (pre-auth
+// limits, budget, pending cap, timeouts, admission caps); a message over the limits or not
+// shaped as a REQ request closes its connection, counted in refused(). libzmq engine: the
+// pre-auth limits apply per message (libzmq hides connections); such messages are
+// refused unread-by-the-core and logged once per interval; max_frame_size is
+// ZMQ_MAXMSGSIZE (libzmq drops the peer).
 class zmq_req_server {
  public:
   zmq_req_server(asio::io_context& io, endpoint ep, options opt, zmq_options zopt, request_handler h);
@@ -128,6 +147,7 @@ class zmq_req_server {
 
  private:
   std::shared_ptr<impl> impl_;
+  std::shared_ptr<zmtp::router_server> native_;
 };
 
 // Clients (minion side): same interfaces as the TCP ones (transport.hpp), so the minion

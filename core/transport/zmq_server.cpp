@@ -22,6 +22,7 @@
 #include <set>
 
 #include "core/transport/detail/common.hpp"
+#include "core/transport/detail/zmtp.hpp"
 #include "core/transport/zmq_socket.hpp"
 #include "core/util/rate_limit.hpp"
 #include "core/wire/msgpack.hpp"
@@ -30,7 +31,22 @@ namespace sylvite::transport {
 
 using zmq_detail::zsock;
 
+std::optional<zmq_engine> parse_engine(std::string_view s) {
+  if (s == "native") return zmq_engine::native;
+  if (s == "libzmq") return zmq_engine::libzmq;
+  return std::nullopt;
+}
+
 namespace {
+
+zmtp::heartbeat heartbeat_of(const zmq_options& z) {
+  zmtp::heartbeat hb;
+  if (z.heartbeat_ivl_ms > 0) {
+    hb.ivl_ms = z.heartbeat_ivl_ms;
+    hb.timeout_ms = z.heartbeat_timeout_ms > 0 ? z.heartbeat_timeout_ms : z.heartbeat_ivl_ms * 3;
+  }
+  return hb;
+}
 
 std::uint16_t port_of_endpoint(const std::string& ep) {
   auto c = ep.rfind(':');
@@ -127,11 +143,21 @@ struct zmq_pub_server::impl : std::enable_shared_from_this<impl> {
 };
 
 zmq_pub_server::zmq_pub_server(asio::io_context& io, endpoint ep, options opt, zmq_options zopt)
-    : impl_(std::make_shared<impl>(io, std::move(ep), std::move(opt), zopt)) {}
+    : filtering_(zopt.filtering) {
+  if (zopt.engine == zmq_engine::native) {
+    opt.max_frame_size = 4096;  // subscriptions are topics: never large
+    opt.drop_when_full = true;  // pub_hwm: drop for a slow subscriber, as libzmq's PUB
+    if (zopt.pub_hwm > 0) opt.max_queue_frames = static_cast<std::size_t>(zopt.pub_hwm);
+    native_ = std::make_shared<zmtp::xpub_server>(io, std::move(ep), std::move(opt), heartbeat_of(zopt));
+  } else {
+    impl_ = std::make_shared<impl>(io, std::move(ep), std::move(opt), zopt);
+  }
+}
 
 zmq_pub_server::~zmq_pub_server() { stop(); }
 
 result<void> zmq_pub_server::start() {
+  if (native_) return native_->start();
   auto& d = *impl_;
   d.sock = std::make_shared<zsock>(d.strand, ZMQ_XPUB, "publish port (zeromq)");
   if (!d.sock->ok()) return make_error_code(errc::closed);
@@ -166,6 +192,7 @@ result<void> zmq_pub_server::start() {
 }
 
 void zmq_pub_server::stop() {
+  if (native_) return native_->stop();
   auto d = impl_;
   if (!d->sock) return;
   asio::dispatch(d->strand, [d] {
@@ -173,9 +200,13 @@ void zmq_pub_server::stop() {
   });
 }
 
-std::uint16_t zmq_pub_server::bound_port() const { return impl_->port.load(); }
+std::uint16_t zmq_pub_server::bound_port() const { return native_ ? native_->bound_port() : impl_->port.load(); }
 
 void zmq_pub_server::publish_all(std::shared_ptr<const std::string> payload) {
+  if (native_) {
+    for (const auto& m : zmq_framing::publish_messages(*payload, nullptr, filtering_)) native_->send(m);
+    return;
+  }
   auto d = impl_;
   asio::post(d->strand, [d, payload = std::move(payload)] {
     d->send_all(zmq_framing::publish_messages(*payload, nullptr, d->zopt.filtering));
@@ -183,16 +214,25 @@ void zmq_pub_server::publish_all(std::shared_ptr<const std::string> payload) {
 }
 
 void zmq_pub_server::publish_to(std::shared_ptr<const std::string> payload, const std::vector<std::string>& ids) {
+  if (!filtering_) return publish_all(std::move(payload));
+  if (native_) {
+    for (const auto& m : zmq_framing::publish_messages(*payload, &ids, true)) native_->send(m);
+    return;
+  }
   auto d = impl_;
-  if (!d->zopt.filtering) return publish_all(std::move(payload));
   asio::post(d->strand, [d, payload = std::move(payload), ids] {
     d->send_all(zmq_framing::publish_messages(*payload, &ids, true));
   });
 }
 
-std::size_t zmq_pub_server::connection_count() const { return impl_->conns.count(); }
-std::vector<std::string> zmq_pub_server::peer_addresses() const { return impl_->conns.addresses(); }
+std::size_t zmq_pub_server::connection_count() const {
+  return native_ ? native_->connection_count() : impl_->conns.count();
+}
+std::vector<std::string> zmq_pub_server::peer_addresses() const {
+  return native_ ? native_->peer_addresses() : impl_->conns.addresses();
+}
 std::vector<std::string> zmq_pub_server::topics() const {
+  if (native_) return native_->topics();
   std::lock_guard lk(impl_->topics_mu);
   return {impl_->topics.begin(), impl_->topics.end()};
 }
@@ -301,12 +341,18 @@ void zmq_req_server::impl::on_message(zmq_detail::message&& m) {
   handler(std::move(*body), std::move(r));
 }
 
-zmq_req_server::zmq_req_server(asio::io_context& io, endpoint ep, options opt, zmq_options zopt, request_handler h)
-    : impl_(std::make_shared<impl>(io, std::move(ep), std::move(opt), zopt, std::move(h))) {}
+zmq_req_server::zmq_req_server(asio::io_context& io, endpoint ep, options opt, zmq_options zopt, request_handler h) {
+  if (zopt.engine == zmq_engine::native) {
+    native_ = std::make_shared<zmtp::router_server>(io, std::move(ep), std::move(opt), heartbeat_of(zopt), std::move(h));
+  } else {
+    impl_ = std::make_shared<impl>(io, std::move(ep), std::move(opt), zopt, std::move(h));
+  }
+}
 
 zmq_req_server::~zmq_req_server() { stop(); }
 
 result<void> zmq_req_server::start() {
+  if (native_) return native_->start();
   auto& d = *impl_;
   d.sock = std::make_shared<zsock>(d.strand, ZMQ_ROUTER, "request port (zeromq)");
   if (!d.sock->ok()) return make_error_code(errc::closed);
@@ -334,6 +380,7 @@ result<void> zmq_req_server::start() {
 }
 
 void zmq_req_server::stop() {
+  if (native_) return native_->stop();
   auto d = impl_;
   if (!d->sock) return;
   asio::dispatch(d->strand, [d] {
@@ -341,8 +388,10 @@ void zmq_req_server::stop() {
   });
 }
 
-std::uint16_t zmq_req_server::bound_port() const { return impl_->port.load(); }
-std::size_t zmq_req_server::connection_count() const { return impl_->conns.count(); }
-std::uint64_t zmq_req_server::refused() const { return impl_->refused.load(); }
+std::uint16_t zmq_req_server::bound_port() const { return native_ ? native_->bound_port() : impl_->port.load(); }
+std::size_t zmq_req_server::connection_count() const {
+  return native_ ? native_->connection_count() : impl_->conns.count();
+}
+std::uint64_t zmq_req_server::refused() const { return native_ ? native_->refused() : impl_->refused.load(); }
 
 }  // namespace sylvite::transport

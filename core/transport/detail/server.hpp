@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +33,29 @@ using server_socket = asio::basic_stream_socket<asio::generic::stream_protocol, 
 
 class server_session;
 
+// What turns a connection's bytes into frames: Salt's TCP framing (make_salt_codec) or
+// ZMTP (zmtp.hpp). One per session, used on its strand only. The session meters memory
+// through capacity()/capacity_after() before feeding, as for Salt frames.
+class input_codec {
+ public:
+  virtual ~input_codec() = default;
+  virtual void set_limits(const wire::limits& lim) noexcept = 0;
+  virtual const wire::limits& get_limits() const noexcept = 0;
+  // Part of a frame (or of a handshake) is buffered.
+  virtual bool in_frame() const noexcept = 0;
+  virtual std::size_t capacity() const noexcept = 0;
+  virtual std::size_t capacity_after(std::size_t n) const noexcept = 0;
+  virtual void release_memory() noexcept = 0;
+  virtual void feed(std::string_view data) = 0;
+  // Next complete frame, empty if more bytes are needed; an error closes the connection.
+  virtual result<std::optional<wire::frame>> next() = 0;
+  // Bytes the protocol sends by itself (a greeting, a heartbeat answer), taken once.
+  virtual std::string take_output() { return {}; }
+  // The connection closed: free what is buffered.
+  virtual void clear() noexcept = 0;
+};
+std::unique_ptr<input_codec> make_salt_codec();
+
 // What a session reports to its server. Both calls happen on the session strand.
 struct session_hooks {
   virtual ~session_hooks() = default;
@@ -39,12 +64,15 @@ struct session_hooks {
   virtual void on_session_closed(const std::shared_ptr<server_session>& s) = 0;
   // Once, when an unauthenticated session becomes authenticated (any thread).
   virtual void on_session_authenticated(const std::shared_ptr<server_session>&) {}
+  // The codec refused the session's input (malformed, over the limits); the session is
+  // being closed.
+  virtual void on_input_refused(const std::shared_ptr<server_session>&) {}
 };
 
 class server_session : public std::enable_shared_from_this<server_session> {
  public:
   server_session(server_socket sock, std::shared_ptr<const options> opt, peer_info peer,
-                 std::weak_ptr<session_hooks> hooks);
+                 std::weak_ptr<session_hooks> hooks, std::unique_ptr<input_codec> codec = make_salt_codec());
   server_session(const server_session&) = delete;
   server_session& operator=(const server_session&) = delete;
   ~server_session();
@@ -69,6 +97,8 @@ class server_session : public std::enable_shared_from_this<server_session> {
   // Close the connection (any thread); pending writes are dropped.
   void close();
   bool alive() const noexcept { return !closed_.load(std::memory_order_acquire); }
+  // steady_clock ns of the last bytes received, 0 if none yet (any thread).
+  std::int64_t last_rx_ns() const noexcept { return last_rx_ns_.load(std::memory_order_relaxed); }
   const peer_info& peer() const noexcept { return peer_; }
   std::uint64_t id() const noexcept { return peer_.conn_id; }
   int native_handle() noexcept { return sock_.native_handle(); }
@@ -85,10 +115,11 @@ class server_session : public std::enable_shared_from_this<server_session> {
   void write_pending();
   void on_written(const error_code& ec);
   void do_close();
+  void send_codec_output();
 
   server_socket sock_;
   const std::shared_ptr<const options> opt_;  // shared with the server
-  wire::frame_parser parser_;
+  std::unique_ptr<input_codec> parser_;
   peer_info peer_;
   std::string source_;
   std::weak_ptr<session_hooks> hooks_;
@@ -130,6 +161,8 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
  protected:
   void on_session_closed(const std::shared_ptr<server_session>& s) override;
   void on_session_authenticated(const std::shared_ptr<server_session>& s) override;
+  // The codec of a new connection (Salt frames unless overridden).
+  virtual std::unique_ptr<input_codec> make_codec() const { return make_salt_codec(); }
   // mu_ held: drop s from the unauthenticated counts if it is in them.
   void uncount_unauth_locked(server_session& s);
 
