@@ -313,7 +313,7 @@ int run_master(const config::master_config& cfg) {
   zopt.heartbeat_ivl_ms = cfg.zmq.zmq_heartbeat_ivl;
   zopt.heartbeat_timeout_ms = cfg.zmq.zmq_heartbeat_timeout;
   zopt.ipv6 = cfg.ipv6;
-  zopt.engine = transport::parse_engine(cfg.zmq_engine).value_or(transport::zmq_engine::native);
+  zopt.engine = transport::parse_engine(cfg.zmq_engine).value_or(transport::zmq_engine::libzmq);
   std::atomic<zmq_pub_adapter*> zsink_ref{nullptr};  // ZeroMQ: learns minion addresses
   // A request is opened (envelope, decryption, token) on the io thread that read it, and a
   // cheap one (a _return the job cache takes without a file write, a _minion_event) is
@@ -633,7 +633,10 @@ int run_master(const config::master_config& cfg) {
   }
   spdlog::info("salt-master listening on {}:{} (ret_port) and {}:{} (publish_port) over {}{}, CLI socket {}", host,
                req_port(), host, pub_port(), transport::kind_name(tkind),
-               tkind == transport::kind::zeromq ? " (libzmq " + transport::zmq_version() + ")" : std::string(),
+               tkind != transport::kind::zeromq ? std::string()
+               : zopt.engine == transport::zmq_engine::native
+                   ? std::string(" (native ZMTP 3.1)")
+                   : " (libzmq " + transport::zmq_version() + ")",
                cli_socket_path(cfg.sock_dir).string());
 
   bool stopping = false;
