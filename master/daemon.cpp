@@ -313,7 +313,7 @@ int run_master(const config::master_config& cfg) {
   zopt.heartbeat_ivl_ms = cfg.zmq.zmq_heartbeat_ivl;
   zopt.heartbeat_timeout_ms = cfg.zmq.zmq_heartbeat_timeout;
   zopt.ipv6 = cfg.ipv6;
-  zopt.engine = transport::parse_engine(cfg.zmq_engine).value_or(transport::zmq_engine::libzmq);
+  zopt.engine = transport::parse_engine(cfg.zmq_engine).value_or(transport::zmq_engine::native);
   std::atomic<zmq_pub_adapter*> zsink_ref{nullptr};  // ZeroMQ: learns minion addresses
   // A request is opened (envelope, decryption, token) on the io thread that read it, and a
   // cheap one (a _return the job cache takes without a file write, a _minion_event) is

@@ -45,7 +45,7 @@ struct master_config {
   zmq_settings zmq;
   int pub_hwm = 1000;                // ZeroMQ: publishes queued per subscriber
   int zmq_backlog = 1000;            // ZeroMQ: listen() backlog
-  std::string zmq_engine = "libzmq"; // sylvite: ZeroMQ ports served by libzmq or by native ZMTP
+  std::string zmq_engine = "native"; // sylvite: ZeroMQ ports served by native ZMTP or by libzmq
   std::string id;                    // default: hostname + "_master" (as Salt)
   std::string interface = "0.0.0.0";
   bool ipv6 = false;

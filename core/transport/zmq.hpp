@@ -1,8 +1,8 @@
 // sylvite::transport over ZeroMQ: Salt's default transport (`transport: zeromq`), byte
-// compatible with salt/transport/zeromq.py (3007, 3008). The master's two ports use
-// libzmq sockets by default (zmq_engine: libzmq), or speak ZMTP natively on the TCP
-// transport's Asio sessions (zmq_engine: native, detail/zmtp.hpp; opt-in until the
-// interop suite has run against it); clients always use libzmq. This layer owns the sockets, Salt's framing on top of ZMTP, limits and the
+// compatible with salt/transport/zeromq.py (3007, 3008). The master's two ports speak
+// ZMTP natively on the TCP transport's Asio sessions by default (zmq_engine: native,
+// detail/zmtp.hpp), or use libzmq sockets (zmq_engine: libzmq); clients always use
+// libzmq. This layer owns the sockets, Salt's framing on top of ZMTP, limits and the
 // Asio integration.
 //
 // Salt's framing (docs/wire-format.md, "ZeroMQ"):
@@ -53,7 +53,7 @@ class xpub_server;
 
 // The ZeroMQ options of Salt's master and minion configs.
 struct zmq_options {
-  zmq_engine engine = zmq_engine::libzmq;  // zmq_engine (sylvite): master's ports only
+  zmq_engine engine = zmq_engine::native;  // zmq_engine (sylvite): master's ports only
   bool filtering = false;          // zmq_filtering
   bool monitor = false;            // zmq_monitor: log every socket event (debugging)
   int pub_hwm = 1000;              // pub_hwm: messages queued per subscriber (master PUB)

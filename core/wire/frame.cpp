@@ -1,12 +1,12 @@
 // sylvite::wire frames: pack_frame and the incremental frame_parser.
 // Thread-safety: one parser per connection, not shared.
 //
-// The parser keeps one buffer: bytes before pos_ are consumed frames, the rest is the
-// frame being received. Two costs are kept linear in the bytes received:
+// The parser keeps one input_buffer (consumed frames, then the frame being received).
+// Two costs are kept linear in the bytes received:
 // - scanning: an object_scanner remembers how far the current frame has been checked,
 //   so a 5 MB frame in 4 KB reads is scanned once, not 1280 times;
-// - compaction: consumed bytes are dropped on feed() once they are at least as many as
-//   the live ones (each byte is moved at most a constant number of times).
+// - compaction: input_buffer drops consumed bytes once they are at least as many as the
+//   live ones (each byte is moved at most a constant number of times).
 // A frame is decoded only once complete. max_frame_size is enforced by the scanner as
 // soon as a declared length, or the buffered part of the frame, passes it.
 #include "core/wire/frame.hpp"
@@ -17,7 +17,6 @@
 namespace sylvite::wire {
 
 namespace {
-constexpr std::size_t keep_capacity = 1u << 20;  // release bigger buffers when empty
 
 limits frame_limits(std::size_t max) {
   limits l;
@@ -49,14 +48,6 @@ void frame_parser::set_limits(const limits& lim) noexcept {
 void frame_parser::feed(std::string_view data) {
   if (poisoned_ || data.empty()) return;  // a poisoned connection is closed: drop input
   try {
-    if (pos_ > 0 && pos_ >= buf_.size() - pos_) {
-      buf_.erase(0, pos_);
-      pos_ = 0;
-      if (buf_.empty() && buf_.capacity() > keep_capacity) std::string().swap(buf_);
-    }
-    // Explicit doubling (what capacity_after() predicts), not the library's policy.
-    if (buf_.size() + data.size() > buf_.capacity())
-      buf_.reserve(std::max(buf_.size() + data.size(), 2 * buf_.capacity()));
     buf_.append(data);
   } catch (const std::exception&) {  // bad_alloc / length_error
     poisoned_ = errc::too_large;
@@ -65,8 +56,8 @@ void frame_parser::feed(std::string_view data) {
 
 result<std::optional<frame>> frame_parser::next() {
   if (poisoned_) return poisoned_;
-  if (pos_ == buf_.size()) return std::optional<frame>{};
-  const std::string_view avail = std::string_view(buf_).substr(pos_);
+  if (buf_.size() == 0) return std::optional<frame>{};
+  const std::string_view avail = buf_.pending();
   auto size = scan_.scan(avail);
   if (!size) {
     if (size.error() == errc::incomplete) return std::optional<frame>{};
@@ -74,7 +65,7 @@ result<std::optional<frame>> frame_parser::next() {
     return poisoned_;
   }
   auto v = unpack(avail.substr(0, *size), lim_);
-  pos_ += *size;
+  buf_.consume(*size);
   scan_.reset();
   if (!v) {
     poisoned_ = v.error();

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/wire/input_buffer.hpp"
 #include "core/wire/msgpack.hpp"
 #include "core/wire/value.hpp"
 
@@ -38,37 +39,24 @@ class frame_parser {
   bool in_frame() const noexcept { return buffered() > 0 && !poisoned_; }
   // Bytes the parser's buffer holds (its capacity), for memory accounting.
   std::size_t capacity() const noexcept { return buf_.capacity(); }
-  // The buffer's capacity once feed() of n more bytes has run (growth is by doubling,
-  // done explicitly so this prediction is exact): a caller can charge the memory before
-  // it is allocated.
-  std::size_t capacity_after(std::size_t n) const noexcept {
-    std::size_t size = buf_.size();
-    if (pos_ > 0 && pos_ >= buf_.size() - pos_) size -= pos_;  // feed() compacts first
-    const std::size_t cap = buf_.capacity();
-    if (size + n <= cap) return cap;
-    return std::max(size + n, 2 * cap);
-  }
+  // The buffer's capacity once feed() of n more bytes has run (see input_buffer): a
+  // caller can charge the memory before it is allocated.
+  std::size_t capacity_after(std::size_t n) const noexcept { return buf_.capacity_after(n); }
   // Free the buffer if nothing is buffered (a connection between frames).
-  void release_memory() noexcept {
-    if (buffered() == 0) {
-      std::string().swap(buf_);
-      pos_ = 0;
-    }
-  }
+  void release_memory() noexcept { buf_.release(); }
   // Append received bytes.
   void feed(std::string_view data);
   // Next complete frame; empty optional if more bytes are needed. On error the parser
   // is poisoned (every later call returns the same error).
   result<std::optional<frame>> next();
   // Bytes buffered but not yet returned as a frame.
-  std::size_t buffered() const noexcept { return buf_.size() - pos_; }
+  std::size_t buffered() const noexcept { return buf_.size(); }
 
  private:
-  std::string buf_;
-  std::size_t pos_ = 0;
+  input_buffer buf_;
   limits lim_;
   error_code poisoned_;
-  object_scanner scan_;  // progress through the frame at pos_ (no rescans per feed)
+  object_scanner scan_;  // progress through the pending frame (no rescans per feed)
 };
 
 }  // namespace sylvite::wire

@@ -1,4 +1,4 @@
-// libFuzzer target for the native ZMTP codec (core/transport/detail/zmtp.hpp): what a
+// libFuzzer target for the native ZMTP codec (core/transport/detail/zmtp_codec.hpp): what a
 // hostile peer can send to the master's ZeroMQ ports. The codec is fed in input-chosen
 // chunk sizes and checked against feeding everything at once: the same frames, the same
 // error, the same bytes to send back (PONGs); memory use is what capacity_after()
@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/transport/detail/zmtp.hpp"
+#include "core/transport/detail/zmtp_codec.hpp"
 #include "core/wire/msgpack.hpp"
 
 namespace {

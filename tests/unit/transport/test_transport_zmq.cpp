@@ -121,8 +121,8 @@ std::uint16_t closed_port() {
   return ntohs(sin.sin_port);
 }
 
-// The servers' engine: SYLVITE_TEST_ZMQ_ENGINE=native runs the suite against the native
-// ZMTP engine (tests/unit/transport/CMakeLists.txt registers both).
+// The servers' engine: the default (native ZMTP), or SYLVITE_TEST_ZMQ_ENGINE=libzmq
+// (tests/unit/transport/CMakeLists.txt registers both runs).
 tr::zmq_options test_zopt() {
   tr::zmq_options z;
   if (const char* e = std::getenv("SYLVITE_TEST_ZMQ_ENGINE")) z.engine = tr::parse_engine(e).value();

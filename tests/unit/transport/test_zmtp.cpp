@@ -1,4 +1,4 @@
-// Unit tests for the native ZMTP codec (core/transport/detail/zmtp.hpp): the handshake a
+// Unit tests for the native ZMTP codec (core/transport/detail/zmtp_codec.hpp): the handshake a
 // libzmq peer sends, split at every byte; the frames and commands that follow; what is
 // refused. The servers built on it run the whole of test_transport_zmq.cpp against real
 // libzmq sockets; the heartbeat test here uses a raw TCP peer that never answers PING.

@@ -1,8 +1,7 @@
-// sylvite::transport::zmtp: the ZMTP 3.1 codec and encoders (detail/zmtp.hpp).
-// The buffer works as frame_parser's: bytes before pos_ belong to messages already
-// returned; feed() compacts once they are at least as many as the live ones and grows by
-// explicit doubling (what capacity_after() predicts, for the pre-authentication budget).
-#include "core/transport/detail/zmtp.hpp"
+// sylvite::transport::zmtp: the ZMTP 3.1 codec and encoders (detail/zmtp_codec.hpp).
+// The receive buffer is a wire::input_buffer, as frame_parser's: its capacity_after()
+// lets the session charge the pre-authentication budget before memory is allocated.
+#include "core/transport/detail/zmtp_codec.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,8 +9,6 @@
 namespace sylvite::transport::zmtp {
 
 namespace {
-
-constexpr std::size_t keep_capacity = 1u << 20;
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -115,24 +112,9 @@ std::string handshake(role r) {
 
 codec::codec(role r) : role_(r) { out_ = handshake(r); }
 
-std::size_t codec::capacity_after(std::size_t n) const noexcept {
-  std::size_t size = buf_.size();
-  if (pos_ > 0 && pos_ >= buf_.size() - pos_) size -= pos_;
-  const std::size_t cap = buf_.capacity();
-  if (size + n <= cap) return cap;
-  return std::max(size + n, 2 * cap);
-}
-
-void codec::release_memory() noexcept {
-  if (buffered() == 0) {
-    std::string().swap(buf_);
-    pos_ = 0;
-  }
-}
-
 void codec::clear() noexcept {
-  std::string().swap(buf_);
-  pos_ = scan_ = msg_bytes_ = 0;
+  buf_.clear();
+  scan_ = msg_bytes_ = 0;
   parts_.clear();
   parts_.shrink_to_fit();
   std::string().swap(out_);
@@ -141,13 +123,6 @@ void codec::clear() noexcept {
 void codec::feed(std::string_view data) {
   if (poisoned_ || data.empty()) return;
   try {
-    if (pos_ > 0 && pos_ >= buf_.size() - pos_) {
-      buf_.erase(0, pos_);
-      pos_ = 0;
-      if (buf_.empty() && buf_.capacity() > keep_capacity) std::string().swap(buf_);
-    }
-    if (buf_.size() + data.size() > buf_.capacity())
-      buf_.reserve(std::max(buf_.size() + data.size(), 2 * buf_.capacity()));
     buf_.append(data);
   } catch (const std::exception&) {
     poisoned_ = wire::errc::too_large;
@@ -162,7 +137,7 @@ result<std::optional<wire::frame>> codec::fail(error_code ec) {
 result<std::optional<wire::frame>> codec::next() {
   if (poisoned_) return poisoned_;
   for (;;) {
-    const std::string_view avail = std::string_view(buf_).substr(pos_);
+    const std::string_view avail = buf_.pending();
     const auto* u = reinterpret_cast<const unsigned char*>(avail.data());
     if (state_ == state::greeting) {
       // Refuse what is not ZMTP 3 as soon as the bytes show it (an HTTP client, a TCP
@@ -173,7 +148,7 @@ result<std::optional<wire::frame>> codec::next() {
       if (avail.size() < greeting_size) return std::optional<wire::frame>{};
       static const char null_mech[20] = {'N', 'U', 'L', 'L'};
       if (std::memcmp(avail.data() + 12, null_mech, sizeof null_mech) != 0) return fail(wire::errc::bad_frame);
-      pos_ += greeting_size;
+      buf_.consume(greeting_size);
       state_ = state::ready;
       continue;
     }
@@ -197,7 +172,7 @@ result<std::optional<wire::frame>> codec::next() {
       if (more || !parts_.empty() || size > max_command_size) return fail(wire::errc::bad_frame);
       if (rest.size() < hdr + size) return std::optional<wire::frame>{};
       const std::string_view data = rest.substr(hdr, size);
-      pos_ += hdr + size;
+      buf_.consume(hdr + size);
       scan_ = 0;
       auto r = on_command(data);
       if (!r) return r;
@@ -213,7 +188,7 @@ result<std::optional<wire::frame>> codec::next() {
     msg_bytes_ += size;
     if (more) continue;
     auto r = on_message();
-    pos_ += scan_;
+    buf_.consume(scan_);
     scan_ = 0;
     msg_bytes_ = 0;
     parts_.clear();
@@ -264,7 +239,7 @@ result<std::optional<wire::frame>> codec::on_command(std::string_view data) {
 }
 
 result<std::optional<wire::frame>> codec::on_message() {
-  const std::string_view base = std::string_view(buf_).substr(pos_);
+  const std::string_view base = buf_.pending();
   if (role_ == role::xpub) {
     // A subscriber sends (un)subscriptions only: one frame, \x01topic or \x00topic.
     if (parts_.size() != 1 || parts_[0].len == 0) return std::optional<wire::frame>{};
