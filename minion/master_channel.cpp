@@ -38,6 +38,7 @@ transport::kind transport_kind(const config::minion_config& cfg) {
 transport::zmq_options zmq_options_of(const config::minion_config& cfg) {
   transport::zmq_options z;
   z.filtering = cfg.zmq.zmq_filtering;
+  z.client_engine = transport::parse_engine(cfg.zmq_engine).value_or(transport::zmq_engine::libzmq);
   z.monitor = cfg.zmq.zmq_monitor;
   z.heartbeat_ivl_ms = cfg.zmq.zmq_heartbeat_ivl;
   z.heartbeat_timeout_ms = cfg.zmq.zmq_heartbeat_timeout;

@@ -104,11 +104,12 @@ class SingleMasterSession:
                 self.swarm = SwarmGroup(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir,
                                         ctx.pool(size), ctx.args.swarm_threads, ctx.args.swarm_procs,
                                         accept_wait=ctx.args.accept_wait, start_rate=ctx.args.onboard_rate,
-                                        transport=ctx.transport)
+                                        transport=ctx.transport, extra=ctx.swarm_extra)
             else:
                 self.swarm = Swarm(ctx.swarm_exe, self.root / "swarm", self.master, size, ctx.keys_dir,
                                    ctx.pool(size), ctx.args.swarm_threads, accept_wait=ctx.args.accept_wait,
-                                   start_rate=ctx.args.onboard_rate, transport=ctx.transport)
+                                   start_rate=ctx.args.onboard_rate, transport=ctx.transport,
+                                   extra=ctx.swarm_extra)
             ke = self.swarm.keys_event
             ctx.log(f"[{kind} {size}] swarm keys: {ke['loaded']} loaded, {ke['generated']} generated "
                     f"in {ke['seconds']:.1f}s")

@@ -21,6 +21,11 @@ int main(int argc, char** argv) {
   app.add_flag("--zmq-auth-own-socket", o.zmq_auth_own_socket,
                "zeromq: each sign-in opens a REQ socket of its own without a monitor, as Salt's AsyncAuth "
                "(default: sign-ins share the request pool)");
+  app.add_option("--zmq-engine", o.zmq_engine,
+                 "zeromq: the swarm's sockets speak ZMTP natively (native: the same bytes as libzmq's REQ and "
+                 "SUB, without libzmq's I/O thread and mailboxes) or are libzmq sockets (libzmq)")
+      ->check(CLI::IsMember({"native", "libzmq"}))
+      ->capture_default_str();
   app.add_flag("--zmq-connect-events", o.zmq_connect_events,
                "zeromq: watch each publish socket (one monitor socket per minion): a lost connection makes the "
                "minion sign in again at once, as with tcp; default off (Salt's minion: re-auth on the first "

@@ -268,6 +268,7 @@ bool swarm::prepare() {
   // zeromq, as a minion would set it, except: a fixed reconnect interval (the swarm's
   // reconnect_delay, like the tcp swarm's) and no monitor socket per client unless asked.
   zopt_.connect_events = opt_.zmq_connect_events;
+  zopt_.client_engine = transport::parse_engine(opt_.zmq_engine).value_or(transport::zmq_engine::native);
   zopt_.recon_default_ms = static_cast<int>(opt_.reconnect_delay * 1000.0);
   zopt_.recon_max_ms = zopt_.recon_default_ms;
   zopt_.recon_randomize = false;

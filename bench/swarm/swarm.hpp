@@ -30,6 +30,7 @@ struct swarm_options {
   std::string transport = "tcp";       // "tcp" or "zeromq"
   bool zmq_connect_events = false;     // zeromq: a socket monitor per publish socket (lost -> sign in again)
   bool zmq_auth_own_socket = false;    // zeromq: each sign-in on a REQ socket of its own (Salt's AsyncAuth)
+  std::string zmq_engine = "native";   // zeromq: ZMTP spoken natively (same bytes) or libzmq sockets
   std::size_t count = 100;
   std::size_t first_index = 0;         // key/id index of the first minion (several processes)
   std::string id_prefix = "bench-";

@@ -529,6 +529,7 @@ template <class V>
 void visit_minion(minion_config& c, V& v) {
   v.enumeration("transport", c.transport, k_transports);
   visit_zmq(c.zmq, v);
+  v.enumeration("zmq_engine", c.zmq_engine, k_zmq_engines);
   v.integer("recon_default", c.recon_default, 1, k_max);
   v.integer("recon_max", c.recon_max, 0, k_max);
   v.boolean("recon_randomize", c.recon_randomize);

@@ -187,6 +187,9 @@ struct minion_config {
   std::filesystem::path config_dir;
   std::string transport = "zeromq";
   zmq_settings zmq;
+  // sylvite: the minion's ZeroMQ sockets from libzmq (default) or spoken natively (the
+  // same ZMTP bytes, no libzmq I/O thread; core/transport/zmtp_client.cpp).
+  std::string zmq_engine = "libzmq";
   int recon_default = 1000;                 // ms; ZeroMQ reconnect interval
   int recon_max = 10000;                    // ms; ... its maximum
   bool recon_randomize = true;              // random interval in [recon_default, recon_default + recon_max]

@@ -104,18 +104,57 @@ void connector::finish(error_code ec) {
 // ---------------------------------------------------------------------------------
 // client_conn
 
-client_conn::client_conn(client_socket sock, const options& opt, std::string peer)
+client_conn::client_conn(client_socket sock, const options& opt, std::string peer, std::unique_ptr<input_codec> codec)
     : sock_(std::move(sock)),
-      parser_(opt.max_frame_size),
+      codec_(codec ? std::move(codec) : make_salt_codec()),
       peer_(std::move(peer)),
       max_queue_bytes_(opt.max_queue_bytes),
-      max_queue_frames_(opt.max_queue_frames) {}
+      max_queue_frames_(opt.max_queue_frames) {
+  wire::limits lim = codec_->get_limits();
+  lim.max_bytes = opt.max_frame_size;
+  codec_->set_limits(lim);
+}
 
 void client_conn::start_read(frame_fn on_frame, lost_fn on_lost) {
   on_frame_ = std::move(on_frame);
   on_lost_ = std::move(on_lost);
   rbuf_.resize(initial_read_buffer);
-  read_more();
+  last_read_ = std::chrono::steady_clock::now();
+  flush_codec_output();
+  if (!closed_) read_more();
+}
+
+void client_conn::flush_codec_output() {
+  std::string out = codec_->take_output();
+  if (out.empty() || closed_) return;
+  // Protocol output (a greeting, a PONG) is small and must not be refused by a full
+  // queue of owner frames: it bypasses the bounds.
+  auto f = std::make_shared<const std::string>(std::move(out));
+  queued_bytes_ += f->size();
+  queue_.push_back(std::move(f));
+  if (!write_active_) write_pending();
+}
+
+void client_conn::start_heartbeat(std::chrono::milliseconds ivl, std::chrono::milliseconds timeout, std::string ping) {
+  if (closed_ || ivl.count() <= 0) return;
+  hb_ivl_ = ivl;
+  hb_timeout_ = timeout.count() > 0 ? timeout : ivl * 3;
+  hb_ping_ = std::make_shared<const std::string>(std::move(ping));
+  hb_timer_ = std::make_unique<asio::steady_timer>(sock_.get_executor());
+  heartbeat_tick();
+}
+
+void client_conn::heartbeat_tick() {
+  hb_timer_->expires_after(hb_ivl_);
+  hb_timer_->async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec || self->closed_) return;
+    if (std::chrono::steady_clock::now() - self->last_read_ > self->hb_timeout_) {
+      self->lose(asio::error::timed_out);
+      return;
+    }
+    self->write(self->hb_ping_);
+    self->heartbeat_tick();
+  });
 }
 
 void client_conn::read_more() {
@@ -125,9 +164,10 @@ void client_conn::read_more() {
       self->lose(ec);
       return;
     }
-    self->parser_.feed(std::string_view(self->rbuf_.data(), n));
+    self->last_read_ = std::chrono::steady_clock::now();
+    self->codec_->feed(std::string_view(self->rbuf_.data(), n));
     for (;;) {
-      auto r = self->parser_.next();
+      auto r = self->codec_->next();
       if (!r) {
         spdlog::warn("transport: closing connection to {}: malformed input ({})", self->peer_, r.error().message());
         self->lose(make_error_code(errc::bad_frame));
@@ -137,6 +177,7 @@ void client_conn::read_more() {
       if (self->on_frame_) self->on_frame_(std::move(**r));
       if (self->closed_) return;
     }
+    self->flush_codec_output();
     // Grow on demand: a full buffer means more is probably waiting.
     if (n == self->rbuf_.size() && self->rbuf_.size() < max_read_buffer) self->rbuf_.resize(self->rbuf_.size() * 2);
     self->read_more();
@@ -191,6 +232,7 @@ void client_conn::close() {
   error_code ec;
   sock_.shutdown(asio::socket_base::shutdown_both, ec);
   sock_.close(ec);
+  if (hb_timer_) hb_timer_->cancel();
   queue_.clear();
   // on_frame_ may be running right now (close() from inside it): keep the callbacks;
   // owners capture weak pointers, so this makes no cycle.

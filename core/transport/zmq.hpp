@@ -1,9 +1,10 @@
 // sylvite::transport over ZeroMQ: Salt's default transport (`transport: zeromq`), byte
 // compatible with salt/transport/zeromq.py (3007, 3008). The master's two ports speak
 // ZMTP natively on the TCP transport's Asio sessions by default (zmq_engine: native,
-// detail/zmtp.hpp), or use libzmq sockets (zmq_engine: libzmq); clients always use
-// libzmq. This layer owns the sockets, Salt's framing on top of ZMTP, limits and the
-// Asio integration.
+// detail/zmtp.hpp), or use libzmq sockets (zmq_engine: libzmq); clients use libzmq unless
+// zmq_options::client_engine is native (zmtp_client.cpp: a minion's zmq_engine, the
+// swarm). This layer owns the sockets, Salt's framing on top of ZMTP, limits and the Asio
+// integration.
 //
 // Salt's framing (docs/wire-format.md, "ZeroMQ"):
 //   request port (ret_port): the client is a REQ socket, the master a ROUTER (Salt puts a
@@ -41,8 +42,9 @@ enum class kind { zeromq, tcp };
 std::optional<kind> parse_kind(std::string_view s);
 const char* kind_name(kind k);
 
-// What serves the master's ZeroMQ ports: ZMTP spoken on the Asio sessions of the TCP
-// transport (native: detail/zmtp.hpp), or libzmq sockets. Clients always use libzmq.
+// What speaks ZMTP: sylvite's own codec on the Asio sessions of the TCP transport
+// (native: detail/zmtp.hpp for the master's ports, zmtp_client.cpp for clients), or
+// libzmq sockets.
 enum class zmq_engine { native, libzmq };
 std::optional<zmq_engine> parse_engine(std::string_view s);  // "native" / "libzmq"
 
@@ -54,6 +56,7 @@ class xpub_server;
 // The ZeroMQ options of Salt's master and minion configs.
 struct zmq_options {
   zmq_engine engine = zmq_engine::native;  // zmq_engine (sylvite): master's ports only
+  zmq_engine client_engine = zmq_engine::libzmq;  // zmq_engine in a minion's config: its clients
   bool filtering = false;          // zmq_filtering
   bool monitor = false;            // zmq_monitor: log every socket event (debugging)
   int pub_hwm = 1000;              // pub_hwm: messages queued per subscriber (master PUB)
@@ -164,8 +167,17 @@ std::shared_ptr<req_client> make_zmq_req_client(asio::any_io_executor ex, endpoi
 // send() always returns false. minion_id sets ZMQ_IDENTITY and the filtering topic.
 std::shared_ptr<pub_client> make_zmq_pub_client(asio::any_io_executor ex, options opt, zmq_options zopt,
                                                 std::string minion_id);
+// The same clients without libzmq (zmtp_client.cpp): ZMTP 3.1 on the TCP transport's
+// client connections, the bytes of libzmq's REQ and SUB sockets. Differences: a lost
+// connection fails the request in flight at once (errc::disconnected); zmq_monitor logs
+// nothing (there is no socket monitor).
+std::shared_ptr<req_client> make_zmtp_req_client(asio::any_io_executor ex, endpoint ep, options opt,
+                                                 zmq_options zopt);
+std::shared_ptr<pub_client> make_zmtp_pub_client(asio::any_io_executor ex, options opt, zmq_options zopt,
+                                                 std::string minion_id);
 
-// Factories over both transports (minion, swarm, salt-call).
+// Factories over both transports (minion, swarm, salt-call); zeromq clients use
+// zopt.client_engine.
 std::shared_ptr<req_client> make_req_client(kind k, asio::any_io_executor ex, endpoint ep, options opt,
                                             const zmq_options& zopt);
 std::shared_ptr<pub_client> make_pub_client(kind k, asio::any_io_executor ex, options opt,

@@ -486,12 +486,16 @@ std::shared_ptr<pub_client> make_zmq_pub_client(asio::any_io_executor ex, option
 
 std::shared_ptr<req_client> make_req_client(kind k, asio::any_io_executor ex, endpoint ep, options opt,
                                             const zmq_options& zopt) {
+  if (k == kind::zeromq && zopt.client_engine == zmq_engine::native)
+    return make_zmtp_req_client(std::move(ex), std::move(ep), std::move(opt), zopt);
   if (k == kind::zeromq) return make_zmq_req_client(std::move(ex), std::move(ep), std::move(opt), zopt);
   return req_client::create(std::move(ex), std::move(ep), std::move(opt));
 }
 
 std::shared_ptr<pub_client> make_pub_client(kind k, asio::any_io_executor ex, options opt, const zmq_options& zopt,
                                             const std::string& minion_id) {
+  if (k == kind::zeromq && zopt.client_engine == zmq_engine::native)
+    return make_zmtp_pub_client(std::move(ex), std::move(opt), zopt, minion_id);
   if (k == kind::zeromq) return make_zmq_pub_client(std::move(ex), std::move(opt), zopt, minion_id);
   return pub_client::create(std::move(ex), std::move(opt));
 }

@@ -40,8 +40,31 @@ void append_property(std::string& out, std::string_view name, std::string_view v
 
 // Peer socket types each of our roles talks to (libzmq's compatibility table).
 bool compatible(role r, std::string_view peer) {
-  if (r == role::router) return iequals(peer, "REQ") || iequals(peer, "DEALER") || iequals(peer, "ROUTER");
-  return iequals(peer, "SUB") || iequals(peer, "XSUB");
+  switch (r) {
+    case role::router:
+      return iequals(peer, "REQ") || iequals(peer, "DEALER") || iequals(peer, "ROUTER");
+    case role::xpub:
+      return iequals(peer, "SUB") || iequals(peer, "XSUB");
+    case role::req:
+      return iequals(peer, "REP") || iequals(peer, "ROUTER");
+    case role::sub:
+      return iequals(peer, "PUB") || iequals(peer, "XPUB");
+  }
+  return false;
+}
+
+const char* type_name(role r) {
+  switch (r) {
+    case role::router:
+      return "ROUTER";
+    case role::xpub:
+      return "XPUB";
+    case role::req:
+      return "REQ";
+    case role::sub:
+      return "SUB";
+  }
+  return "";
 }
 
 }  // namespace
@@ -85,6 +108,24 @@ std::string ping(std::uint16_t ttl) {
   return command("PING", std::string_view(d, 2));
 }
 
+std::string request(std::string_view payload) {
+  std::string out;
+  out.reserve(payload.size() + 11);
+  append_frame(out, {}, true);
+  append_frame(out, payload, false);
+  return out;
+}
+
+std::string subscribe(std::string_view topic) {
+  std::string body;
+  body.reserve(topic.size() + 1);
+  body.push_back('\x01');
+  body.append(topic);
+  std::string out;
+  append_frame(out, body, false);
+  return out;
+}
+
 std::string handshake(role r) {
   std::string out;
   out.reserve(greeting_size + 64);
@@ -98,12 +139,9 @@ std::string handshake(role r) {
   out.push_back(0);                  // as-server: 0 with NULL
   out.append(31, '\0');              // filler
   std::string props;
-  if (r == role::router) {
-    append_property(props, "Socket-Type", "ROUTER");
-    append_property(props, "Identity", "");
-  } else {
-    append_property(props, "Socket-Type", "XPUB");
-  }
+  append_property(props, "Socket-Type", type_name(r));
+  // libzmq sends an Identity for the socket types that route (REQ, DEALER, ROUTER).
+  if (r == role::router || r == role::req) append_property(props, "Identity", "");
   out += command("READY", props);
   return out;
 }
@@ -240,6 +278,30 @@ result<std::optional<wire::frame>> codec::on_command(std::string_view data) {
 
 result<std::optional<wire::frame>> codec::on_message() {
   const std::string_view base = buf_.pending();
+  if (role_ == role::sub) {
+    // Salt's publish: [payload] without zmq_filtering, [topic, payload] with it.
+    if (parts_.size() == 1)
+      return std::optional<wire::frame>(
+          wire::frame{wire::value::object(), wire::make_bin(base.substr(parts_[0].off, parts_[0].len))});
+    if (parts_.size() != 2) {
+      // Not a Salt publish: the client ignores it (as the libzmq client does), the
+      // connection stays.
+      wire::value head = wire::value::object();
+      head["malformed"] = true;
+      return std::optional<wire::frame>(wire::frame{std::move(head), nullptr});
+    }
+    wire::value head = wire::value::object();
+    head["topic"] = wire::make_bin(base.substr(parts_[0].off, parts_[0].len));
+    return std::optional<wire::frame>(
+        wire::frame{std::move(head), wire::make_bin(base.substr(parts_[1].off, parts_[1].len))});
+  }
+  if (role_ == role::req) {
+    // A REP/ROUTER's reply to a REQ: ["", payload].
+    if (parts_.size() != 2 || parts_[0].len != 0) return fail(wire::errc::bad_frame);
+    auto body = wire::unpack(base.substr(parts_[1].off, parts_[1].len), lim_);
+    if (!body) return fail(body.error());
+    return std::optional<wire::frame>(wire::frame{wire::value::object(), std::move(*body)});
+  }
   if (role_ == role::xpub) {
     // A subscriber sends (un)subscriptions only: one frame, \x01topic or \x00topic.
     if (parts_.size() != 1 || parts_[0].len == 0) return std::optional<wire::frame>{};

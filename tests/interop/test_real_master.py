@@ -1,5 +1,7 @@
 """Issue 3, test 2: a sylvite minion under an unmodified Salt 3008 salt-master; issue 16:
-on both transports (zeromq is Salt's default: the real master runs with transport unset)."""
+on both transports (zeromq is Salt's default: the real master runs with transport unset);
+issue 21: zeromq also with the minion's native ZMTP clients (zmq_engine: native) against
+the real master's libzmq sockets."""
 import json
 
 import pytest
@@ -10,9 +12,12 @@ from sylvite_harness import wait_for
 REAL = SALT3008
 
 
-@pytest.mark.parametrize("transport", ["tcp", "zeromq"])
+@pytest.mark.parametrize("transport", ["tcp", "zeromq", "zeromq-native"])
 def test_sylvite_minion_under_real_master(env, transport):
     master = env.master(name="realmaster")
+    extra = {}
+    if transport == "zeromq-native":
+        transport, extra = "zeromq", {"zmq_engine": "native"}
     if transport == "zeromq":
         master.opts.pop("transport", None)  # the real master's default
         master.write_config()
@@ -22,7 +27,7 @@ def test_sylvite_minion_under_real_master(env, transport):
     master.start(binary=str(REAL / "salt-master"))
     wait_for(lambda: master.cli("salt-key", "-L", "--out", "json", binary_dir=REAL).returncode == 0, 60,
              "real salt-master to start")
-    minion = env.minion("sylv1", master, grains={"role": "db"}, transport=transport).start()
+    minion = env.minion("sylv1", master, grains={"role": "db"}, transport=transport, **extra).start()
 
     def pending():
         r = master.cli("salt-key", "-L", "--out", "json", binary_dir=REAL)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/transport/detail/common.hpp"
+#include "core/transport/detail/input_codec.hpp"
 
 namespace sylvite::transport::detail {
 
@@ -48,15 +49,21 @@ class connector : public std::enable_shared_from_this<connector> {
   bool finished_ = false;
 };
 
-// A connected client socket with a frame parser and a bounded write queue. The owner
-// drives it from its strand: start_read() then write() frames; on_frame / on_lost are
-// called on the strand; on_lost at most once (not after close()).
+// A connected client socket with an input codec (Salt's framing unless another is given,
+// e.g. ZMTP's client roles) and a bounded write queue. The owner drives it from its
+// strand: start_read() then write() frames; on_frame / on_lost are called on the strand;
+// on_lost at most once (not after close()). What the codec sends by itself (a greeting, a
+// PONG) is written when start_read() begins and after each read.
 class client_conn : public std::enable_shared_from_this<client_conn> {
  public:
   using frame_fn = std::function<void(wire::frame&&)>;
   using lost_fn = std::function<void(error_code)>;
-  client_conn(client_socket sock, const options& opt, std::string peer);
+  client_conn(client_socket sock, const options& opt, std::string peer,
+              std::unique_ptr<input_codec> codec = nullptr);
   void start_read(frame_fn on_frame, lost_fn on_lost);
+  // Heartbeat (ZMTP's ZMQ_HEARTBEAT_IVL/TIMEOUT): every ivl write ping; when nothing was
+  // read for timeout, the connection is lost with asio::error::timed_out. After start_read.
+  void start_heartbeat(std::chrono::milliseconds ivl, std::chrono::milliseconds timeout, std::string ping);
   // false if closed or the queue would overflow (nothing queued then).
   bool write(std::shared_ptr<const std::string> frame);
   void close();  // silent: on_lost is not called
@@ -68,9 +75,15 @@ class client_conn : public std::enable_shared_from_this<client_conn> {
   void read_more();
   void write_pending();
   void lose(error_code ec);
+  void flush_codec_output();
+  void heartbeat_tick();
 
   client_socket sock_;
-  wire::frame_parser parser_;
+  std::unique_ptr<input_codec> codec_;
+  std::unique_ptr<asio::steady_timer> hb_timer_;
+  std::chrono::milliseconds hb_ivl_{0}, hb_timeout_{0};
+  std::shared_ptr<const std::string> hb_ping_;
+  std::chrono::steady_clock::time_point last_read_;
   std::string peer_;
   std::size_t max_queue_bytes_;
   std::size_t max_queue_frames_;

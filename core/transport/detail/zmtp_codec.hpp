@@ -2,6 +2,10 @@
 // spoken natively on the master's ZeroMQ ports (the servers are in detail/zmtp.hpp): a
 // ROUTER on the request port and an XPUB on the publish port. Peers are libzmq REQ/DEALER
 // and SUB/XSUB sockets (Salt's minions, sylvite's minion and swarm); docs/wire-format.md.
+// The client roles (zmtp_client.cpp) are a REQ towards a ROUTER/REP and a SUB towards a
+// PUB/XPUB: a salt-master's libzmq sockets, or sylvite's native servers. A client sends
+// no message before the peer's READY (libzmq drops a connection whose message arrives
+// before libzmq has sent its own READY).
 //
 // A connection: both sides send a 64-byte greeting (signature FF 00*7 01 7F, version
 // 3.1, mechanism "NULL", as-server 0, filler), then a READY command with properties
@@ -15,7 +19,11 @@
 //   router: {head: {}, body: <decoded payload>} for a REQ message ["", payload]; a longer
 //     envelope (frames up to the first empty one, e.g. through a proxy) is in
 //     head["envelope"] as binary strings, to be sent back before the reply;
-//   xpub: {head: {"sub": true|false}, body: <binary topic>} for a (un)subscription.
+//   xpub: {head: {"sub": true|false}, body: <binary topic>} for a (un)subscription;
+//   req: {head: {}, body: <decoded payload>} for a reply ["", payload];
+//   sub: {head: {}, body: <binary payload>} for a one-frame publish, and
+//     {head: {"topic": <binary>}, body: <binary payload>} for [topic, payload], and
+//     {head: {"malformed": true}, body: null} for any other number of frames.
 // Limits: max_bytes bounds a whole message (checked on each frame's declared size, before
 // its bytes are buffered); max_nodes/max_depth bound the decoded payload; a message has at
 // most 16 frames and a command at most 4096 bytes.
@@ -31,15 +39,15 @@
 
 namespace sylvite::transport::zmtp {
 
-enum class role { router, xpub };
+enum class role { router, xpub, req, sub };
 
 inline constexpr unsigned char flag_more = 1, flag_long = 2, flag_command = 4;
 inline constexpr std::size_t greeting_size = 64;
 inline constexpr std::size_t max_command_size = 4096;
 inline constexpr std::size_t max_message_frames = 16;
 
-// Our greeting followed by our READY command (Socket-Type ROUTER with an empty Identity,
-// or XPUB).
+// Our greeting followed by our READY command (Socket-Type ROUTER or REQ with an empty
+// Identity, XPUB, SUB).
 std::string handshake(role r);
 // Append one frame (header and bytes).
 void append_frame(std::string& out, std::string_view data, bool more, bool command = false);
@@ -49,6 +57,11 @@ std::string encode_message(const std::vector<std::string>& frames);
 std::string command(std::string_view name, std::string_view data);
 // PING with a time-to-live in deciseconds and an empty context.
 std::string ping(std::uint16_t ttl_deciseconds);
+// A REQ socket's request: ["", payload] (the empty delimiter, then the payload).
+std::string request(std::string_view payload);
+// A SUB socket's subscription as a message (\x01topic), which every ZMTP 3.x PUB/XPUB
+// accepts (libzmq, sylvite's native XPUB).
+std::string subscribe(std::string_view topic);
 
 class codec final : public detail::input_codec {
  public:

@@ -121,15 +121,29 @@ std::uint16_t closed_port() {
   return ntohs(sin.sin_port);
 }
 
-// The servers' engine: the default (native ZMTP), or SYLVITE_TEST_ZMQ_ENGINE=libzmq
-// (tests/unit/transport/CMakeLists.txt registers both runs).
+// The engines, SYLVITE_TEST_ZMQ_ENGINE=SERVER[/CLIENT]: the servers' the default (native
+// ZMTP) or libzmq, the clients' libzmq (the default) or native
+// (tests/unit/transport/CMakeLists.txt registers the four pairs).
 tr::zmq_options test_zopt() {
   tr::zmq_options z;
-  if (const char* e = std::getenv("SYLVITE_TEST_ZMQ_ENGINE")) z.engine = tr::parse_engine(e).value();
+  if (const char* e = std::getenv("SYLVITE_TEST_ZMQ_ENGINE")) {
+    const std::string_view v(e);
+    const auto slash = v.find('/');
+    z.engine = tr::parse_engine(v.substr(0, slash)).value();
+    if (slash != std::string_view::npos) z.client_engine = tr::parse_engine(v.substr(slash + 1)).value();
+  }
   z.recon_randomize = false;
   z.recon_default_ms = 100;
   z.recon_max_ms = 1000;
   return z;
+}
+
+// Clients of the engine the options name (zmq.hpp's factories).
+std::shared_ptr<tr::req_client> zreq(asio::any_io_executor ex, tr::endpoint ep, tr::options o, tr::zmq_options z) {
+  return tr::make_req_client(tr::kind::zeromq, std::move(ex), std::move(ep), std::move(o), z);
+}
+std::shared_ptr<tr::pub_client> zsub(asio::any_io_executor ex, tr::options o, tr::zmq_options z, std::string id) {
+  return tr::make_pub_client(tr::kind::zeromq, std::move(ex), std::move(o), z, id);
 }
 
 std::string big_bytes(std::size_t n) {
@@ -152,7 +166,7 @@ tr::request_handler echo_handler(std::atomic<int>* calls = nullptr) {
 
 // One good request answered (the server still works after whatever came before).
 void expect_good_round_trip(io_pool& pool, std::uint16_t port, int tag) {
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(port), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(port), {}, test_zopt());
   auto f = request(pool, c, value{{"good", tag}});
   auto r = get(f);
   ASSERT_TRUE(r) << r.error().message();
@@ -321,7 +335,7 @@ TEST(ZmqReqServer, RoundTripHandlerSeesBody) {
   });
   ASSERT_TRUE(srv.start());
   ASSERT_NE(srv.bound_port(), 0);
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   EXPECT_EQ(c->remote().port, srv.bound_port());
   for (int i = 0; i < 3; ++i) {
     auto f = request(pool, c, value{{"cmd", "ping"}, {"i", i}, {"load", wire::make_bin("abc")}});
@@ -348,7 +362,7 @@ TEST(ZmqReqClient, MonitorEveryEventStillAnswers) {
   z.monitor = true;
   tr::zmq_req_server srv(pool.io, local_tcp(), {}, z, echo_handler());
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, z);
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, z);
   for (int i = 0; i < 4; ++i) {
     auto f = request(pool, c, value{{"n", i}});
     auto r = get(f);
@@ -371,7 +385,7 @@ TEST(ZmqReqServer, ReplyFromAnotherThread) {
     });
   });
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   for (int i = 0; i < 3; ++i) {
     auto f = request(pool, c, value{{"n", i}});
     auto r = get(f);
@@ -388,8 +402,8 @@ TEST(ZmqReqServer, ConnectionCountGrowsAndShrinks) {
   tr::zmq_req_server srv(pool.io, local_tcp(), {}, test_zopt(), echo_handler());
   ASSERT_TRUE(srv.start());
   EXPECT_EQ(srv.connection_count(), 0u);
-  auto c1 = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
-  auto c2 = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c1 = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c2 = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   auto f1 = request(pool, c1, value{{"c", 1}});
   ASSERT_TRUE(get(f1));
   EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; })) << srv.connection_count();
@@ -478,7 +492,7 @@ TEST(ZmqReqServer, ClearEnvelopeOverPreAuthFrameSizeIsRefused) {
   std::atomic<int> calls{0};
   tr::zmq_req_server srv(pool.io, local_tcp(), pre_auth_opts(), test_zopt(), echo_handler(&calls));
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   // Clear (and enc missing): refused, never answered.
   for (const char* enc : {"clear", ""}) {
     value big{{"load", wire::make_bin(big_bytes(100u << 10))}};
@@ -505,7 +519,7 @@ TEST(ZmqReqServer, EnvelopeWithTooManyObjectsIsRefused) {
   std::atomic<int> calls{0};
   tr::zmq_req_server srv(pool.io, local_tcp(), pre_auth_opts(), test_zopt(), echo_handler(&calls));
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   value many = value::array();
   for (int i = 0; i < 500; ++i) many.push_back(i);
   // Small in bytes (~1 KiB), but 500+ objects; even an "aes" envelope is held to the nodes limit.
@@ -540,7 +554,7 @@ TEST(ZmqReqServer, AesEnvelopeLargerThanPreAuthFrameSizeIsAccepted) {
                            r->reply(value{{"size", load ? load->size() : 0}, {"enc", body["enc"]}});
                          });
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   const auto load = big_bytes(200u << 10);
   auto f = request(pool, c, value{{"enc", "aes"}, {"load", wire::make_bin(load)}});
   auto r = get(f);
@@ -558,7 +572,7 @@ TEST(ZmqReqServer, MessageOverMaxFrameSizeNeverReachesHandler) {
   o.max_frame_size = 64u << 10;  // ZMQ_MAXMSGSIZE: libzmq drops the peer
   tr::zmq_req_server srv(pool.io, local_tcp(), o, test_zopt(), echo_handler(&calls));
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   auto f = request(pool, c, value{{"enc", "aes"}, {"load", wire::make_bin(big_bytes(200u << 10))}}, 5s);
   auto r = get(f);
   ASSERT_FALSE(r);
@@ -595,7 +609,7 @@ TEST(ZmqReqClient, ConcurrentRequestsBeyondThePoolAllAnswered) {
     received.add();
   });
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   std::vector<std::future<result<value>>> futures;
   for (int i = 0; i < N; ++i) futures.push_back(request(pool, c, value{{"n", i}}, 60s));
   // One request in flight per REQ socket: the pool cap, not N, reach the server.
@@ -639,7 +653,7 @@ TEST(ZmqReqServer, RepliesFromTheStrandAndRacingThreadsReachTheirOwnClients) {
   ASSERT_TRUE(srv.start());
   std::vector<std::shared_ptr<tr::req_client>> clients;
   for (int i = 0; i < kClients; ++i)
-    clients.push_back(tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt()));
+    clients.push_back(zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt()));
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::future<result<value>>> futures;
     for (int i = 0; i < kClients; ++i)
@@ -672,7 +686,7 @@ TEST(ZmqReqClient, TimeoutThenKeepsWorking) {
     r->reply(value{{"echo", body}});
   });
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   const auto t0 = std::chrono::steady_clock::now();
   auto f = request(pool, c, value{{"silent", 1}}, 300ms);
   auto r = get(f);
@@ -709,7 +723,7 @@ TEST(ZmqReqClient, NoListenerFailsFastWithConnectFailed) {
   const auto port = closed_port();
   auto z = test_zopt();
   ASSERT_TRUE(z.connect_events);
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(port), {}, z);
+  auto c = zreq(pool.io.get_executor(), local_tcp(port), {}, z);
   for (int i = 0; i < 2; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     auto f = request(pool, c, value{{"x", i}}, 20s);
@@ -744,7 +758,7 @@ TEST(ZmqReqClient, ServerStopFailsPendingThenReconnects) {
                                                    });
   ASSERT_TRUE(srv1->start());
   const auto port = srv1->bound_port();
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(port), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(port), {}, test_zopt());
   auto f1 = request(pool, c, value{{"a", 1}}, 60s);
   auto f2 = request(pool, c, value{{"a", 2}}, 60s);
   ASSERT_TRUE(got.wait_for(2));
@@ -786,7 +800,7 @@ TEST(ZmqReqClient, CloseFailsPendingAndLaterRequests) {
     got.add();
   });
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
+  auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
   auto f = request(pool, c, value{{"x", 1}}, 60s);
   ASSERT_TRUE(got.wait_for(1));
   c->close();
@@ -807,8 +821,8 @@ TEST(ZmqPubServer, PublishAllReachesTwoSubscribers) {
   tr::zmq_pub_server srv(pool.io, local_tcp(), {}, test_zopt());
   ASSERT_TRUE(srv.start());
   ASSERT_NE(srv.bound_port(), 0);
-  auto c1 = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
-  auto c2 = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m2");
+  auto c1 = zsub(pool.io.get_executor(), {}, test_zopt(), "m1");
+  auto c2 = zsub(pool.io.get_executor(), {}, test_zopt(), "m2");
   auto r1 = connect_sub(pool, c1, srv.bound_port(), in1);
   ASSERT_TRUE(r1) << r1.error().message();
   auto r2 = connect_sub(pool, c2, srv.bound_port(), in2);
@@ -844,8 +858,8 @@ TEST(ZmqPubServer, FilteringReachesOnlyTheNamedMinion) {
   z.filtering = true;
   tr::zmq_pub_server srv(pool.io, local_tcp(), {}, z);
   ASSERT_TRUE(srv.start());
-  auto ca = tr::make_zmq_pub_client(pool.io.get_executor(), {}, z, "alpha");
-  auto cb = tr::make_zmq_pub_client(pool.io.get_executor(), {}, z, "beta");
+  auto ca = zsub(pool.io.get_executor(), {}, z, "alpha");
+  auto cb = zsub(pool.io.get_executor(), {}, z, "beta");
   ASSERT_TRUE(connect_sub(pool, ca, srv.bound_port(), ina));
   ASSERT_TRUE(connect_sub(pool, cb, srv.bound_port(), inb));
   const std::string ha = "be76331b95dfc399cd776d2fc68021e0db03cc4f";  // sha1("alpha")
@@ -897,8 +911,8 @@ TEST(ZmqPubServer, PeerAddressesMatchRequestPeerAddress) {
   ASSERT_TRUE(req.start());
   tr::zmq_pub_server pub(pool.io, local_tcp(), {}, test_zopt());
   ASSERT_TRUE(pub.start());
-  auto rc = tr::make_zmq_req_client(pool.io.get_executor(), local_tcp(req.bound_port()), {}, test_zopt());
-  auto sc = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
+  auto rc = zreq(pool.io.get_executor(), local_tcp(req.bound_port()), {}, test_zopt());
+  auto sc = zsub(pool.io.get_executor(), {}, test_zopt(), "m1");
   ASSERT_TRUE(connect_sub(pool, sc, pub.bound_port(), in));
   auto f = request(pool, rc, value{{"cmd", "_auth"}});
   ASSERT_TRUE(get(f));
@@ -914,7 +928,7 @@ TEST(ZmqPubServer, StopFiresOnClosed) {
   io_pool pool;
   tr::zmq_pub_server srv(pool.io, local_tcp(), {}, test_zopt());
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
+  auto c = zsub(pool.io.get_executor(), {}, test_zopt(), "m1");
   ASSERT_TRUE(connect_sub(pool, c, srv.bound_port(), in, closed.handler()));
   EXPECT_TRUE(eventually([&] { return srv.connection_count() == 1; }));
   srv.stop();
@@ -932,7 +946,7 @@ TEST(ZmqPubServer, DestroyedIoContextFiresOnClosed) {
   auto srv_pool = std::make_unique<io_pool>();
   auto srv = std::make_unique<tr::zmq_pub_server>(srv_pool->io, local_tcp(), tr::options{}, test_zopt());
   ASSERT_TRUE(srv->start());
-  auto c = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
+  auto c = zsub(pool.io.get_executor(), {}, test_zopt(), "m1");
   ASSERT_TRUE(connect_sub(pool, c, srv->bound_port(), in, closed.handler()));
   EXPECT_TRUE(eventually([&] { return srv->connection_count() == 1; }));
   // The daemon's io_context stops first (threads joined), then the server and its
@@ -951,7 +965,7 @@ TEST(ZmqPubClient, ConnectToClosedPortFails) {
   io_pool pool;
   tr::options o;
   o.connect_timeout = 3000ms;
-  auto c = tr::make_zmq_pub_client(pool.io.get_executor(), o, test_zopt(), "m1");
+  auto c = zsub(pool.io.get_executor(), o, test_zopt(), "m1");
   const auto t0 = std::chrono::steady_clock::now();
   auto r = connect_sub(pool, c, closed_port(), in);
   ASSERT_FALSE(r);
@@ -973,8 +987,9 @@ TEST(ZmqPubClient, MalformedMessageIgnoredLaterOnesDelivered) {
   ASSERT_EQ(zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &sz), 0);
   const std::string eps(ep);
   const auto port = static_cast<std::uint16_t>(std::stoi(eps.substr(eps.rfind(':') + 1)));
-  auto c = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
-  ASSERT_TRUE(connect_sub(pool, c, port, in, closed.handler()));
+  auto c = zsub(pool.io.get_executor(), {}, test_zopt(), "m1");
+  auto rc = connect_sub(pool, c, port, in, closed.handler());
+  ASSERT_TRUE(rc) << rc.error().message();
   // Warm up: the subscription must reach the PUB socket.
   auto deadline = std::chrono::steady_clock::now() + kWait;
   while (in.size() == 0) {
@@ -1007,7 +1022,7 @@ TEST(ZmqPubClient, CloseIsSilentAndReconnectWorks) {
   io_pool pool;
   tr::zmq_pub_server srv(pool.io, local_tcp(), {}, test_zopt());
   ASSERT_TRUE(srv.start());
-  auto c = tr::make_zmq_pub_client(pool.io.get_executor(), {}, test_zopt(), "m1");
+  auto c = zsub(pool.io.get_executor(), {}, test_zopt(), "m1");
   ASSERT_TRUE(connect_sub(pool, c, srv.bound_port(), in, closed.handler()));
   c->close();
   EXPECT_TRUE(eventually([&] { return !c->connected(); }));

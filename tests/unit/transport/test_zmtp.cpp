@@ -129,6 +129,97 @@ TEST(ZmtpCodec, PingIsAnsweredWithPongAndItsContext) {
   EXPECT_EQ(c.take_output(), zmtp::command("PONG", "ctx-1234"));
 }
 
+// ---- client roles (zmtp_client.cpp): a REQ towards a ROUTER, a SUB towards a PUB ----
+
+TEST(ZmtpClientCodec, ReqHandshakeRequestAndReply) {
+  for (bool bytewise : {false, true}) {
+    zmtp::codec c(zmtp::role::req);
+    const std::string hs = c.take_output();
+    EXPECT_EQ(hs, zmtp::handshake(zmtp::role::req));
+    // What a ROUTER (ours) reads from us: READY of a REQ, then ["", payload].
+    zmtp::codec router(zmtp::role::router);
+    const value body{{"enc", "clear"}, {"load", {{"cmd", "_auth"}}}};
+    auto seen = run(router, hs + zmtp::request(wire::pack_payload(body)), bytewise);
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_EQ(seen[0].head["ready"], "REQ");
+    EXPECT_EQ(seen[1].body, body);
+    // The reply as a libzmq ROUTER sends it back through a REQ: ["", payload].
+    const value reply{{"ok", true}, {"big", std::string(400, 'r')}};
+    auto frames = run(c, peer_handshake("ROUTER") + zmtp::encode_message({"", wire::pack_payload(reply)}), bytewise);
+    ASSERT_EQ(frames.size(), 2u) << bytewise;
+    EXPECT_EQ(frames[0].head["ready"], "ROUTER");
+    EXPECT_TRUE(frames[1].head.empty());
+    EXPECT_EQ(frames[1].body, reply);
+  }
+}
+
+TEST(ZmtpClientCodec, ReqRefusesWrongPeersAndReplies) {
+  struct tc {
+    const char* what;
+    std::string bytes;
+  };
+  const std::string ok = wire::pack_payload(value("ok"));
+  for (const auto& t : std::vector<tc>{
+           {"a SUB peer", peer_handshake("SUB")},
+           {"a DEALER peer (not a REQ's)", peer_handshake("DEALER")},
+           {"a reply without the delimiter", peer_handshake("ROUTER") + zmtp::encode_message({ok})},
+           {"a reply with two payloads", peer_handshake("ROUTER") + zmtp::encode_message({"", ok, ok})},
+           {"a reply that is not msgpack", peer_handshake("ROUTER") + zmtp::encode_message({"", "\xc1"})},
+       }) {
+    zmtp::codec c(zmtp::role::req);
+    error_code ec;
+    run(c, t.bytes, false, &ec);
+    EXPECT_TRUE(ec) << t.what;
+    auto again = c.next();  // poisoned: stays refused
+    EXPECT_FALSE(again) << t.what;
+  }
+  zmtp::codec ok_rep(zmtp::role::req);
+  error_code ec;
+  auto frames = run(ok_rep, peer_handshake("REP") + zmtp::encode_message({"", ok}), false, &ec);
+  EXPECT_FALSE(ec);
+  ASSERT_EQ(frames.size(), 2u);  // a REP peer is fine
+  EXPECT_EQ(frames[1].body, "ok");
+}
+
+TEST(ZmtpClientCodec, SubReadsPublishesTopicsAndIgnoresMalformed) {
+  for (bool bytewise : {false, true}) {
+    zmtp::codec c(zmtp::role::sub);
+    EXPECT_NE(c.take_output().find("SUB"), std::string::npos);
+    const std::string p1 = wire::pack_payload(value{{"enc", "aes"}, {"load", wire::make_bin("one")}});
+    const std::string p2 = wire::pack_payload(value{{"enc", "aes"}, {"load", wire::make_bin(std::string(1000, 'z'))}});
+    std::string in = peer_handshake("PUB");
+    in += zmtp::encode_message({p1});
+    in += zmtp::command("PING", std::string("\x00\x00", 2));
+    in += zmtp::encode_message({"broadcast", p2});
+    in += zmtp::encode_message({"a", "b", "c"});
+    in += zmtp::encode_message({p1});
+    error_code ec;
+    auto frames = run(c, in, bytewise, &ec);
+    EXPECT_FALSE(ec) << ec.message();
+    ASSERT_EQ(frames.size(), 5u) << bytewise;
+    EXPECT_EQ(frames[0].head["ready"], "PUB");
+    EXPECT_EQ(wire::as_bytes(frames[1].body).value_or("?"), p1);
+    EXPECT_FALSE(frames[1].head.contains("topic"));
+    EXPECT_EQ(wire::get_text(frames[2].head, "topic").value_or("?"), "broadcast");
+    EXPECT_EQ(wire::as_bytes(frames[2].body).value_or("?"), p2);
+    EXPECT_TRUE(frames[3].head.contains("malformed"));  // three frames: not a Salt publish
+    EXPECT_EQ(wire::as_bytes(frames[4].body).value_or("?"), p1);
+    EXPECT_EQ(c.take_output(), zmtp::command("PONG", ""));
+  }
+  // An XPUB (ours) reads the SUB's subscription message.
+  zmtp::codec xpub(zmtp::role::xpub);
+  auto subs = run(xpub, zmtp::handshake(zmtp::role::sub) + zmtp::subscribe("broadcast"), false);
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_EQ(subs[0].head["ready"], "SUB");
+  EXPECT_EQ(subs[1].head["sub"], true);
+  EXPECT_EQ(wire::as_bytes(subs[1].body).value_or("?"), "broadcast");
+  // A SUB talks to PUB/XPUB only.
+  zmtp::codec wrong(zmtp::role::sub);
+  error_code ec;
+  run(wrong, peer_handshake("ROUTER"), false, &ec);
+  EXPECT_TRUE(ec);
+}
+
 TEST(ZmtpCodec, RefusesWhatIsNotZmtp3Null) {
   struct tc {
     const char* what;
