@@ -1,9 +1,11 @@
 // libFuzzer target for the native ZMTP codec (core/transport/detail/zmtp_codec.hpp): what a
-// hostile peer can send to the master's ZeroMQ ports. The codec is fed in input-chosen
+// hostile peer can send to the master's ZeroMQ ports, and what a hostile master can send
+// to the native clients (REQ and SUB roles). The codec is fed in input-chosen
 // chunk sizes and checked against feeding everything at once: the same frames, the same
 // error, the same bytes to send back (PONGs); memory use is what capacity_after()
 // predicted. Any crash, sanitizer report or broken invariant (abort) is a bug.
-// Input layout: byte 0 seeds the chunk sizes, byte 1 picks the role (bit 0: XPUB), a
+// Input layout: byte 0 seeds the chunk sizes, byte 1 picks the role (bits 0 and 4:
+// ROUTER, XPUB, REQ, SUB), a
 // small byte limit (bit 1), a node limit (bit 2) and whether a valid greeting and READY
 // come first (bit 3, so that the fuzzer reaches the traffic state from any input); the
 // rest is the byte stream.
@@ -53,12 +55,15 @@ bool drain(zmtp::codec& c, outcome& out) {
   }
 }
 
-std::string peer_handshake(bool xpub) {
+std::string peer_handshake(zmtp::role role) {
   std::string g("\xff\0\0\0\0\0\0\0\x01\x7f\x03\x01NULL", 16);
   g.append(16, '\0');
   g.push_back(0);
   g.append(31, '\0');
-  const std::string type = xpub ? "SUB" : "REQ";
+  const std::string type = role == zmtp::role::router ? "REQ"
+                           : role == zmtp::role::xpub ? "SUB"
+                           : role == zmtp::role::req  ? "ROUTER"
+                                                      : "PUB";
   std::string props;
   props.push_back(11);
   props += "Socket-Type";
@@ -72,8 +77,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 2) return 0;
   std::uint32_t seed = data[0] * 2654435761u + 1;
   const std::uint8_t mode = data[1];
-  const zmtp::role role = (mode & 1) ? zmtp::role::xpub : zmtp::role::router;
-  std::string stream = (mode & 8) ? peer_handshake(mode & 1) : std::string();
+  static constexpr zmtp::role roles[4] = {zmtp::role::router, zmtp::role::xpub, zmtp::role::req, zmtp::role::sub};
+  const zmtp::role role = roles[(mode & 1) | ((mode >> 3) & 2)];
+  std::string stream = (mode & 8) ? peer_handshake(role) : std::string();
   stream.append(reinterpret_cast<const char*>(data + 2), size - 2);
 
   wire::limits lim;
