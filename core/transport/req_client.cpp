@@ -6,7 +6,6 @@
 // Lifetime: the public object holds req_core; async operations hold req_core, and a
 // running request() holds the public object. Destroying the last handle closes the
 // connection and fails outstanding requests with errc::closed.
-#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -19,12 +18,12 @@
 #include <unordered_map>
 
 #include "core/transport/detail/client.hpp"
+#include "core/transport/detail/client_ops.hpp"
 
 namespace sylvite::transport {
 
 namespace {
 
-using reply_sig = void(result<wire::value>);
 using item_fn = std::function<void(const wire::value&)>;
 
 class req_core : public std::enable_shared_from_this<req_core> {
@@ -34,15 +33,13 @@ class req_core : public std::enable_shared_from_this<req_core> {
 
   template <class Token>
   auto async_request(wire::value body, item_fn on_item, std::chrono::milliseconds timeout, Token&& token) {
-    return asio::async_initiate<Token, reply_sig>(
-        [self = shared_from_this()](auto handler, wire::value b, item_fn items, std::chrono::milliseconds t) {
-          // Remember the caller's executor (as a tracked any_io_executor): completions are
-          // posted there, never run inline on our strand.
-          asio::any_io_executor hex = asio::get_associated_executor(handler, self->strand_);
-          self->initiate(asio::any_completion_handler<reply_sig>(std::move(handler)), std::move(hex), std::move(b),
-                         std::move(items), t);
+    // Completions are posted to the caller's executor, never run inline on our strand.
+    return detail::initiate_op<pending>(
+        strand_, std::forward<Token>(token),
+        [self = shared_from_this()](pending_ptr p, wire::value b, item_fn items, std::chrono::milliseconds t) {
+          self->initiate(std::move(p), std::move(b), std::move(items), t);
         },
-        token, std::move(body), std::move(on_item), timeout);
+        std::move(body), std::move(on_item), timeout);
   }
 
   void close() {
@@ -50,25 +47,15 @@ class req_core : public std::enable_shared_from_this<req_core> {
   }
 
  private:
-  struct pending {
-    // Boost 1.81's any_completion_handler move-assignment recurses forever (it wraps
-    // itself): only ever move-construct it.
-    pending(detail::client_strand s, asio::any_completion_handler<reply_sig> h)
-        : handler(std::move(h)), timer(std::move(s)) {}
-    asio::any_completion_handler<reply_sig> handler;
-    asio::any_io_executor work;  // caller's executor, outstanding work tracked
+  struct pending : detail::pending_op<result<wire::value>> {
+    using pending_op::pending_op;
     item_fn on_item;
-    asio::steady_timer timer;
-    bool done = false;
   };
   using pending_ptr = std::shared_ptr<pending>;
   enum class state { idle, connecting, connected, closed };
 
   // Any thread: encode here (off the strand), then hand over.
-  void initiate(asio::any_completion_handler<reply_sig> h, asio::any_io_executor hex, wire::value body,
-                item_fn on_item, std::chrono::milliseconds timeout) {
-    auto p = std::make_shared<pending>(strand_, std::move(h));
-    p->work = asio::prefer(hex, asio::execution::outstanding_work.tracked);
+  void initiate(pending_ptr p, wire::value body, item_fn on_item, std::chrono::milliseconds timeout) {
     p->on_item = std::move(on_item);
     std::string mid = detail::uuid4();
     wire::value head = wire::value::object();
@@ -206,13 +193,8 @@ class req_core : public std::enable_shared_from_this<req_core> {
     for (auto& [mid, p] : all) complete(p, ec);
   }
 
-  void complete(const pending_ptr& p, result<wire::value> r) {
-    if (p->done) return;
-    p->done = true;
-    p->timer.cancel();
-    auto ex = std::move(p->work);
-    p->work = {};
-    asio::post(ex, [h = std::move(p->handler), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+  static void complete(const pending_ptr& p, result<wire::value> r) {
+    p->complete(std::move(r));
     p->on_item = nullptr;
   }
 

@@ -373,6 +373,14 @@ bool server_session::send(std::shared_ptr<const std::string> frame) {
     close();
     return false;
   }
+  // On the strand already (a reply from the handler that read the request, a PONG): no
+  // hop through the strand's queue. Every enqueue is a whole frame, and a frame sent
+  // from elsewhere (a publish) is still posted, so frames never interleave; a REQ
+  // connection has one request in flight and a TCP reply is matched by its mid.
+  if (sock_.get_executor().running_in_this_thread()) {
+    enqueue(std::move(frame));
+    return true;
+  }
   asio::post(sock_.get_executor(),
              [self = shared_from_this(), f = std::move(frame)]() mutable { self->enqueue(std::move(f)); });
   return true;

@@ -1,16 +1,12 @@
 // sylvite::transport ZeroMQ clients (minion side): a REQ-socket pool behind req_client and
 // a SUB socket behind pub_client (zmq.hpp). Same completion rules as the TCP clients:
 // completions are posted to the awaiting coroutine's executor; state lives on a strand.
-#include <boost/asio/any_completion_handler.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 #include <zmq.h>
 
-#include <deque>
 #include <random>
 
+#include "core/transport/detail/req_pool.hpp"
 #include "core/transport/zmq_socket.hpp"
 #include "core/util/rate_limit.hpp"
 #include "core/wire/msgpack.hpp"
@@ -20,9 +16,6 @@ namespace sylvite::transport {
 using zmq_detail::zsock;
 
 namespace {
-
-using reply_sig = void(result<wire::value>);
-using connect_sig = void(result<void>);
 
 constexpr int k_client_events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED |
                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
@@ -39,102 +32,35 @@ std::string client_uri(const endpoint& ep) { return zmq_detail::tcp_uri(ep.host,
 
 // ------------------------------------------------------------------- req client ----
 
-class zreq_core : public std::enable_shared_from_this<zreq_core> {
+struct zmq_slot : detail::req_slot {
+  std::shared_ptr<zsock> sock;
+  bool connected = false;
+};
+
+class zreq_core final : public detail::req_pool<zmq_slot> {
  public:
   zreq_core(asio::any_io_executor ex, endpoint ep, options opt, zmq_options z)
-      : strand_(asio::make_strand(ex)), ep_(std::move(ep)), opt_(std::move(opt)), zopt_(z), uri_(client_uri(ep_)) {}
-
-  template <class Token>
-  auto async_request(wire::value body, std::chrono::milliseconds timeout, Token&& token) {
-    return asio::async_initiate<Token, reply_sig>(
-        [self = shared_from_this()](auto handler, wire::value b, std::chrono::milliseconds t) {
-          asio::any_io_executor hex = asio::get_associated_executor(handler, self->strand_);
-          auto p = std::make_shared<pending>(self->strand_, asio::any_completion_handler<reply_sig>(std::move(handler)));
-          p->work = asio::prefer(hex, asio::execution::outstanding_work.tracked);
-          p->payload = wire::pack_payload(b);  // off the strand
-          asio::post(self->strand_, [self, p, t] { self->start(p, t); });
-        },
-        token, std::move(body), timeout);
-  }
-
-  void close() {
-    asio::post(strand_, [self = shared_from_this()] { self->do_close(); });
-  }
+      : req_pool(ex, k_max_req_sockets), ep_(std::move(ep)), opt_(std::move(opt)), zopt_(z), uri_(client_uri(ep_)) {}
 
  private:
-  struct pending {
-    pending(zmq_detail::zstrand s, asio::any_completion_handler<reply_sig> h)
-        : handler(std::move(h)), timer(std::move(s)) {}
-    asio::any_completion_handler<reply_sig> handler;
-    asio::any_io_executor work;
-    std::string payload;
-    asio::steady_timer timer;
-    bool done = false;
-  };
-  using pending_ptr = std::shared_ptr<pending>;
-  struct slot {
-    std::shared_ptr<zsock> sock;
-    pending_ptr call;
-    bool connected = false;
-  };
-  using slot_ptr = std::shared_ptr<slot>;
+  std::shared_ptr<zreq_core> self() { return std::static_pointer_cast<zreq_core>(shared_from_this()); }
 
-  void start(const pending_ptr& p, std::chrono::milliseconds timeout) {
-    if (closed_) return complete(p, make_error_code(errc::closed));
-    p->timer.expires_after(timeout);
-    p->timer.async_wait([self = shared_from_this(), p](const error_code& ec) {
-      if (!ec) self->on_timeout(p);
-    });
-    queue_.push_back(p);
-    serve();
-  }
+  std::string encode(const wire::value& body) const override { return wire::pack_payload(body); }
 
-  // Give queued calls a socket: an idle one, else a new one up to the cap.
-  void serve() {
-    while (!queue_.empty() && !closed_) {
-      auto p = queue_.front();
-      if (p->done) {
-        queue_.pop_front();
-        continue;
-      }
-      slot_ptr s;
-      if (!idle_.empty()) {
-        s = idle_.back();
-        idle_.pop_back();
-      } else if (open_ < k_max_req_sockets) {
-        s = open_slot();
-        if (!s) {
-          queue_.pop_front();
-          complete(p, make_error_code(errc::connect_failed));
-          continue;
-        }
-      } else {
-        return;  // wait for a socket to come back
-      }
-      queue_.pop_front();
-      s->call = p;
-      busy_.push_back(s);
-      if (!s->sock->send_one(p->payload)) {
-        discard(s);
-        complete(p, make_error_code(errc::disconnected));
-      }
-    }
-  }
-
-  slot_ptr open_slot() {
-    auto s = std::make_shared<slot>();
+  slot_ptr open_slot() override {
+    auto s = std::make_shared<zmq_slot>();
     s->sock = std::make_shared<zsock>(strand_, ZMQ_REQ, "request channel to " + ep_.host);
     if (!s->sock->ok()) return nullptr;
     s->sock->apply_common(opt_, zopt_, true);
     s->sock->set_int(ZMQ_RECONNECT_IVL, std::max(1, zopt_.recon_default_ms));
     s->sock->set_int(ZMQ_RECONNECT_IVL_MAX, 5000);  // Salt's RequestClient
-    std::weak_ptr<zreq_core> w = weak_from_this();
-    std::weak_ptr<slot> ws = s;
+    std::weak_ptr<zreq_core> w = self();
+    std::weak_ptr<zmq_slot> ws = s;
     if (zopt_.connect_events) {
       s->sock->watch(k_client_events | (zopt_.monitor ? ZMQ_EVENT_ALL : 0), [w, ws](const zmq_detail::socket_event& e) {
         auto self = w.lock();
         auto sl = ws.lock();
-        if (self && sl) self->on_event(sl, e);
+        if (self && sl && !sl->dead) self->on_event(sl, e);
       });
     }
     if (auto r = s->sock->connect(uri_); !r) {
@@ -145,10 +71,15 @@ class zreq_core : public std::enable_shared_from_this<zreq_core> {
     s->sock->start([w, ws](zmq_detail::message&& m) {
       auto self = w.lock();
       auto sl = ws.lock();
-      if (self && sl) self->on_reply(sl, std::move(m));
+      if (self && sl && !sl->dead) self->on_reply(sl, std::move(m));
     });
-    ++open_;
     return s;
+  }
+
+  bool transmit(const slot_ptr& s) override { return s->call && s->sock->send_one(*s->call->bytes); }
+
+  void release(zmq_slot& s) override {
+    if (s.sock && !s.sock->closed()) s.sock->close();
   }
 
   void on_event(const slot_ptr& s, const zmq_detail::socket_event& e) {
@@ -160,185 +91,47 @@ class zreq_core : public std::enable_shared_from_this<zreq_core> {
     }
     if (e.event == ZMQ_EVENT_CONNECT_RETRIED && !s->connected) {
       // Refused (or unreachable): libzmq would keep re-dialling; the caller decides.
-      auto p = s->call;
-      discard(s);
-      if (p) complete(p, make_error_code(errc::connect_failed));
-      serve();
+      fail_slot(s, make_error_code(errc::connect_failed));
       return;
     }
     if (e.event == ZMQ_EVENT_DISCONNECTED || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
         e.event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       // Lost (or the handshake failed): a REQ socket would wait forever for a reply the
       // master will never send.
-      auto p = s->call;
-      discard(s);
-      if (p) complete(p, make_error_code(errc::disconnected));
-      serve();
+      fail_slot(s, make_error_code(errc::disconnected));
     }
   }
 
   void on_reply(const slot_ptr& s, zmq_detail::message&& m) {
-    auto p = s->call;
-    s->call = nullptr;
-    if (!p || p->done) {  // nothing waits (cannot happen with REQ; be safe)
-      discard(s);
-      serve();
-      return;
-    }
     // REQ strips the envelope: one frame, the payload.
-    if (m.frames.size() != 1) {
-      discard(s);
-      complete(p, make_error_code(errc::bad_frame));
-      serve();
-      return;
-    }
+    if (m.frames.size() != 1) return fail_slot(s, make_error_code(errc::bad_frame));
     auto v = wire::unpack(m.frames[0], reply_limits(opt_));
-    std::erase(busy_, s);
-    idle_.push_back(s);
-    if (!v) complete(p, make_error_code(errc::bad_frame));
-    else complete(p, std::move(*v));
-    serve();
+    if (!v) return reply_arrived(s, make_error_code(errc::bad_frame));
+    reply_arrived(s, std::move(*v));
   }
 
-  void on_timeout(const pending_ptr& p) {
-    if (p->done) return;
-    // The socket carrying it (if any) is discarded: its reply, if it ever comes, is stale.
-    for (auto s : std::vector<slot_ptr>(busy_))
-      if (s->call == p) discard(s);
-    complete(p, make_error_code(errc::timeout));
-    serve();
-  }
-
-  void discard(const slot_ptr& s) {
-    if (!s || !s->sock) return;
-    if (!s->sock->closed()) {
-      s->sock->close();
-      if (open_) --open_;
-    }
-    s->call = nullptr;
-    std::erase(idle_, s);
-    std::erase(busy_, s);
-  }
-
-  void complete(const pending_ptr& p, result<wire::value> r) {
-    if (p->done) return;
-    p->done = true;
-    p->timer.cancel();
-    auto ex = std::move(p->work);
-    p->work = {};
-    asio::post(ex, [h = std::move(p->handler), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
-  }
-
-  void do_close() {
-    if (closed_) return;
-    closed_ = true;
-    auto q = std::move(queue_);
-    queue_.clear();
-    for (auto& p : q) complete(p, make_error_code(errc::closed));
-    for (auto s : std::vector<slot_ptr>(busy_)) {
-      auto p = s->call;
-      discard(s);
-      if (p) complete(p, make_error_code(errc::closed));
-    }
-    for (auto& s : idle_) s->sock->close();
-    idle_.clear();
-  }
-
-  zmq_detail::zstrand strand_;
   const endpoint ep_;
   const options opt_;
   const zmq_options zopt_;
   const std::string uri_;
-  bool closed_ = false;
-  std::deque<pending_ptr> queue_;
-  std::vector<slot_ptr> idle_;
-  std::vector<slot_ptr> busy_;
-  std::size_t open_ = 0;
-};
-
-class zmq_req_client final : public req_client {
- public:
-  zmq_req_client(asio::any_io_executor ex, endpoint ep, options opt, zmq_options z)
-      : ep_(ep), core_(std::make_shared<zreq_core>(std::move(ex), std::move(ep), std::move(opt), z)) {}
-  ~zmq_req_client() override { core_->close(); }
-
-  asio::awaitable<result<wire::value>> request(wire::value body, std::chrono::milliseconds timeout) override {
-    auto keep = core_;
-    co_return co_await core_->async_request(std::move(body), timeout, asio::use_awaitable);
-  }
-  asio::awaitable<result<wire::value>> request_stream(wire::value body, std::function<void(const wire::value&)>,
-                                                      std::chrono::milliseconds timeout) override {
-    auto keep = core_;
-    co_return co_await core_->async_request(std::move(body), timeout, asio::use_awaitable);
-  }
-  void close() override { core_->close(); }
-  const endpoint& remote() const override { return ep_; }
-
- private:
-  const endpoint ep_;
-  std::shared_ptr<zreq_core> core_;
 };
 
 // ------------------------------------------------------------------- pub client ----
 
-class zsub_core : public std::enable_shared_from_this<zsub_core> {
+class zsub_core final : public detail::sub_core_base {
  public:
   zsub_core(asio::any_io_executor ex, options opt, zmq_options z, std::string id)
-      : strand_(asio::make_strand(ex)),
-        opt_(std::move(opt)),
-        zopt_(z),
-        id_(std::move(id)),
-        hexid_(zmq_framing::topic_of(id_)) {}
-
-  template <class Token>
-  auto async_connect(endpoint ep, pub_client::message_handler on_msg, pub_client::closed_handler on_closed,
-                     Token&& token) {
-    return asio::async_initiate<Token, connect_sig>(
-        [self = shared_from_this()](auto handler, endpoint e, pub_client::message_handler m,
-                                    pub_client::closed_handler c) {
-          asio::any_io_executor hex = asio::get_associated_executor(handler, self->strand_);
-          auto a = std::make_shared<attempt>(self->strand_, asio::any_completion_handler<connect_sig>(std::move(handler)));
-          a->work = asio::prefer(hex, asio::execution::outstanding_work.tracked);
-          asio::post(self->strand_, [self, a, e = std::move(e), m = std::move(m), c = std::move(c)]() mutable {
-            self->start(a, std::move(e), std::move(m), std::move(c));
-          });
-        },
-        token, std::move(ep), std::move(on_msg), std::move(on_closed));
-  }
-
-  bool connected() const { return connected_.load(); }
-  void close() {
-    asio::post(strand_, [self = shared_from_this()] { self->drop(false, {}); });
-  }
+      : sub_core_base(ex), opt_(std::move(opt)), zopt_(z), id_(std::move(id)), hexid_(zmq_framing::topic_of(id_)) {}
 
  private:
-  struct attempt {
-    attempt(zmq_detail::zstrand s, asio::any_completion_handler<connect_sig> h) : handler(std::move(h)), timer(std::move(s)) {}
-    asio::any_completion_handler<connect_sig> handler;
-    asio::any_io_executor work;
-    asio::steady_timer timer;
-    bool done = false;
-  };
-  using attempt_ptr = std::shared_ptr<attempt>;
-
-  void finish(const attempt_ptr& a, result<void> r) {
-    if (!a || a->done) return;
-    a->done = true;
-    a->timer.cancel();
-    auto ex = std::move(a->work);
-    a->work = {};
-    asio::post(ex, [h = std::move(a->handler), r]() mutable { std::move(h)(r); });
-  }
+  std::shared_ptr<zsub_core> self() { return std::static_pointer_cast<zsub_core>(shared_from_this()); }
 
   void start(const attempt_ptr& a, endpoint ep, pub_client::message_handler on_msg,
-             pub_client::closed_handler on_closed) {
-    drop(false, {});  // a new connect replaces the old connection silently
-    const std::uint64_t gen = ++gen_;
-    on_msg_ = std::move(on_msg);
-    on_closed_ = std::move(on_closed);
+             pub_client::closed_handler on_closed) override {
+    const std::uint64_t gen = replace(std::move(on_msg), std::move(on_closed));
     attempt_ = a;
     sock_ = std::make_shared<zsock>(strand_, ZMQ_SUB, "publish channel to " + ep.host);
-    if (!sock_->ok()) return finish(a, make_error_code(errc::connect_failed));
+    if (!sock_->ok()) return finish(take_attempt(), make_error_code(errc::connect_failed));
     sock_->apply_common(opt_, zopt_, true);
     if (zopt_.filtering) {
       sock_->set_bytes(ZMQ_SUBSCRIBE, std::string(zmq_framing::broadcast_topic));
@@ -354,15 +147,16 @@ class zsub_core : public std::enable_shared_from_this<zsub_core> {
     }
     sock_->set_int(ZMQ_RECONNECT_IVL, recon);
     if (zopt_.recon_max_ms > 0) sock_->set_int(ZMQ_RECONNECT_IVL_MAX, zopt_.recon_max_ms);
-    std::weak_ptr<zsub_core> w = weak_from_this();
+    std::weak_ptr<zsub_core> w = self();
     if (zopt_.connect_events || zopt_.monitor) {
       sock_->watch(k_client_events | (zopt_.monitor ? ZMQ_EVENT_ALL : 0), [w, gen](const zmq_detail::socket_event& e) {
         if (auto self = w.lock()) self->on_event(gen, e);
       });
     }
     if (auto r = sock_->connect(client_uri(ep)); !r) {
+      auto pending = take_attempt();
       drop(false, {});
-      return finish(a, make_error_code(errc::resolve_failed));
+      return finish(pending, make_error_code(errc::resolve_failed));
     }
     sock_->start([w, gen](zmq_detail::message&& m) {
       if (auto self = w.lock()) self->on_message(gen, std::move(m));
@@ -371,16 +165,22 @@ class zsub_core : public std::enable_shared_from_this<zsub_core> {
       // No monitor (two descriptors per socket fewer): libzmq dials in the background and
       // re-dials by itself; the connection's loss is never reported.
       connected_ = true;
-      attempt_ = nullptr;
-      return finish(a, {});
+      return finish(take_attempt(), {});
     }
     a->timer.expires_after(opt_.connect_timeout);
     a->timer.async_wait([w, a, gen](const error_code& ec) {
       auto self = w.lock();
       if (ec || !self || a->done) return;
       if (self->gen_ == gen) self->drop(false, {});
-      self->finish(a, make_error_code(errc::timeout));
+      finish(a, make_error_code(errc::timeout));
     });
+  }
+
+  void release_connection() override {
+    if (sock_) {
+      sock_->close();
+      sock_ = nullptr;
+    }
   }
 
   void on_event(std::uint64_t gen, const zmq_detail::socket_event& e) {
@@ -389,24 +189,19 @@ class zsub_core : public std::enable_shared_from_this<zsub_core> {
     if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED || e.event == ZMQ_EVENT_CONNECTED) {
       if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED || !connected_) {
         connected_ = true;
-        auto a = std::move(attempt_);
-        attempt_ = nullptr;
-        finish(a, {});
+        finish(take_attempt(), {});
       }
       return;
     }
     if (e.event == ZMQ_EVENT_CONNECT_RETRIED && !connected_) {
-      auto a = std::move(attempt_);
-      attempt_ = nullptr;
+      auto a = take_attempt();
       drop(false, {});
       finish(a, make_error_code(errc::connect_failed));
       return;
     }
     if (e.event == ZMQ_EVENT_DISCONNECTED || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
         e.event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
-      if (attempt_) {
-        auto a = std::move(attempt_);
-        attempt_ = nullptr;
+      if (auto a = take_attempt()) {
         drop(false, {});
         finish(a, make_error_code(errc::connect_failed));
         return;
@@ -426,62 +221,25 @@ class zsub_core : public std::enable_shared_from_this<zsub_core> {
     on_msg_(wire::make_bin(**payload));
   }
 
-  // Close the socket; report the loss once if it was up and report is set.
-  void drop(bool report, error_code why) {
-    const bool was = connected_.exchange(false);
-    ++gen_;
-    if (sock_) {
-      sock_->close();
-      sock_ = nullptr;
-    }
-    auto cb = std::move(on_closed_);
-    on_closed_ = nullptr;
-    on_msg_ = nullptr;
-    if (report && was && cb) cb(why);
-  }
-
-  zmq_detail::zstrand strand_;
   const options opt_;
   const zmq_options zopt_;
   const std::string id_;
   const std::string hexid_;
   std::shared_ptr<zsock> sock_;
-  attempt_ptr attempt_;
-  std::uint64_t gen_ = 0;
-  std::atomic<bool> connected_{false};
-  pub_client::message_handler on_msg_;
-  pub_client::closed_handler on_closed_;
   util::log_limiter bad_log_;
-};
-
-class zmq_pub_client final : public pub_client {
- public:
-  zmq_pub_client(asio::any_io_executor ex, options opt, zmq_options z, std::string id)
-      : core_(std::make_shared<zsub_core>(std::move(ex), std::move(opt), z, std::move(id))) {}
-  ~zmq_pub_client() override { core_->close(); }
-  asio::awaitable<result<void>> connect(endpoint ep, wire::value, message_handler on_msg,
-                                        closed_handler on_closed) override {
-    auto keep = core_;
-    co_return co_await core_->async_connect(std::move(ep), std::move(on_msg), std::move(on_closed),
-                                            asio::use_awaitable);
-  }
-  bool send(wire::value) override { return false; }
-  bool connected() const override { return core_->connected(); }
-  void close() override { core_->close(); }
-
- private:
-  std::shared_ptr<zsub_core> core_;
 };
 
 }  // namespace
 
 std::shared_ptr<req_client> make_zmq_req_client(asio::any_io_executor ex, endpoint ep, options opt, zmq_options zopt) {
-  return std::make_shared<zmq_req_client>(std::move(ex), std::move(ep), std::move(opt), zopt);
+  auto core = std::make_shared<zreq_core>(std::move(ex), ep, std::move(opt), zopt);
+  return std::make_shared<detail::req_client_of<zreq_core>>(std::move(ep), std::move(core));
 }
 
 std::shared_ptr<pub_client> make_zmq_pub_client(asio::any_io_executor ex, options opt, zmq_options zopt,
                                                 std::string minion_id) {
-  return std::make_shared<zmq_pub_client>(std::move(ex), std::move(opt), zopt, std::move(minion_id));
+  return std::make_shared<detail::pub_client_of<zsub_core>>(
+      std::make_shared<zsub_core>(std::move(ex), std::move(opt), zopt, std::move(minion_id)));
 }
 
 std::shared_ptr<req_client> make_req_client(kind k, asio::any_io_executor ex, endpoint ep, options opt,
