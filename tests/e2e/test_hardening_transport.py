@@ -2,9 +2,9 @@
 pre-authentication attacks on its request and publish ports, with a real sylvite minion
 that must keep answering test.ping through the sylvite CLIs.
 
-- memory: 4 connections each streaming 25 MB of a frame that declares 25 million empty
+- memory: 4 connections each streaming 80 MB of a frame that declares 80 million empty
   arrays (and variants: nested arrays, one huge bin) grow the master's VmRSS/VmHWM
-  (/proc/<pid>/status) by less than 64 MiB;
+  (/proc/<pid>/status) by less than 64 MiB, and each is closed before its frame ends;
 - slow-loris: 2,000 stalled or silent connections from another loopback address
   (127.0.0.2) are closed by the master within the configured timeouts, while the minion
   keeps answering;
@@ -107,14 +107,21 @@ def frame_prefix(body_header: bytes) -> bytes:
     return b"\x82\xa4head\x81\xa3mid\xa1x\xa4body" + body_header
 
 
+# A hostile frame larger than what the kernel can absorb on its own: the 16 MiB budget
+# plus the master's receive buffer (tcp_rmem max: 32 MiB on some kernels, which held a
+# whole 25 MB frame) plus the attacker's send buffer, so a refused frame always shows as a
+# broken pipe; below max_message_size (100 MiB) so that it meets the budget, not that cap.
+ATTACK_BYTES = 80_000_000
+
+
 def attack_stream(kind: str) -> tuple[bytes, bytes]:
-    """(first bytes, filler repeated after them) of a 25 MB hostile frame."""
-    n = 25_000_000
-    if kind == "empty_arrays":    # array32 of 25M empty arrays: 1 byte each on the wire
+    """(first bytes, filler repeated after them) of an ATTACK_BYTES hostile frame."""
+    n = ATTACK_BYTES
+    if kind == "empty_arrays":    # array32 of 80M empty arrays: 1 byte each on the wire
         return frame_prefix(b"\xdd" + n.to_bytes(4, "big")), b"\x90" * MIB
-    if kind == "nested_arrays":   # [[[[...]]]] 25M deep
+    if kind == "nested_arrays":   # [[[[...]]]] 80M deep
         return frame_prefix(b""), b"\x91" * MIB
-    if kind == "big_bin":          # bin32 of 25 MB: passes the node cap, meets the budget
+    if kind == "big_bin":          # bin32 of 80 MB: passes the node cap, meets the budget
         return frame_prefix(b"\xc6" + n.to_bytes(4, "big")), b"B" * MIB
     raise ValueError(kind)
 
@@ -157,7 +164,7 @@ def test_pre_auth_flood_memory_bounded_and_minion_answers(env, kind):
     sampler.start()
     results: list = []
     ports = [master.ret_port, master.ret_port, master.publish_port, master.publish_port]
-    attackers = [threading.Thread(target=stream_attack, args=(p, kind, 25_000_000, results)) for p in ports]
+    attackers = [threading.Thread(target=stream_attack, args=(p, kind, ATTACK_BYTES, results)) for p in ports]
     try:
         for t in attackers:
             t.start()
@@ -170,7 +177,7 @@ def test_pre_auth_flood_memory_bounded_and_minion_answers(env, kind):
         stop.set()
         sampler.join()
     assert master.proc.alive()
-    # No attacker got its 25 MB frame accepted: each was closed before the end.
+    # No attacker got its frame accepted: each was closed before the end.
     assert len(results) == 4 and all(r[0] != "completed" for r in results), results
     grow_rss = (peak[0] - base_rss) * 1024
     grow_hwm = (status_kib(pid, "VmHWM") - base_hwm) * 1024
