@@ -26,18 +26,17 @@
 #include <memory>
 #include <utility>
 
+#include "core/transport/detail/client.hpp"
 #include "core/transport/transport.hpp"
 
 namespace sylvite::transport::detail {
-
-using op_strand = asio::strand<asio::any_io_executor>;
 
 template <class R>
 struct pending_op {
   using signature = void(R);
   // Boost 1.81's any_completion_handler move-assignment recurses forever (it wraps
   // itself): it is only ever move-constructed here.
-  pending_op(op_strand s, asio::any_completion_handler<signature> h, const asio::any_io_executor& hex)
+  pending_op(client_strand s, asio::any_completion_handler<signature> h, const asio::any_io_executor& hex)
       : handler(std::move(h)), work(asio::prefer(hex, asio::execution::outstanding_work.tracked)), timer(std::move(s)) {}
   pending_op(const pending_op&) = delete;
   pending_op& operator=(const pending_op&) = delete;
@@ -62,7 +61,7 @@ struct pending_op {
 // the same constructor): init(std::shared_ptr<Op>, args...) runs on the calling thread
 // (encode there, off the strand) and hands the op to the strand itself.
 template <class Op, class Token, class Init, class... Args>
-auto initiate_op(const op_strand& strand, Token&& token, Init init, Args&&... args) {
+auto initiate_op(const client_strand& strand, Token&& token, Init init, Args&&... args) {
   return asio::async_initiate<Token, typename Op::signature>(
       [strand, init = std::move(init)](auto handler, auto&&... a) mutable {
         asio::any_io_executor hex = asio::get_associated_executor(handler, strand);
@@ -140,7 +139,7 @@ class sub_core_base : public std::enable_shared_from_this<sub_core_base> {
     if (report && was && cb) cb(why);
   }
 
-  op_strand strand_;
+  client_strand strand_;
   std::atomic<bool> connected_{false};
   std::uint64_t gen_ = 0;  // bumped by drop(): callbacks of an older connection are stale
   attempt_ptr attempt_;    // a connect waiting for the peer

@@ -128,7 +128,7 @@ class req_pool : public std::enable_shared_from_this<req_pool<Slot>> {
 
   bool closed() const { return closed_; }
 
-  op_strand strand_;
+  client_strand strand_;
 
  private:
   void start(const req_call_ptr& p, std::chrono::milliseconds timeout) {
