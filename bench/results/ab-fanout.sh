@@ -13,6 +13,8 @@ mkdir -p "$out"
 for i in $(seq 1 "$n"); do for spec in "$@"; do
   name=${spec%%=*}
   read -ra args <<< "${spec#*=}"
-  bench/run --scenarios fanout --sizes 1000 "${args[@]}" --only sylvite --sylvite-bin "$bin" \
-            --swarm "$bin/sylvite-swarm" --fanout-rounds 7 --tmp-dir "$mnt" --out "$out/$name-$i.json"
+  # the variant's args come last: a --sylvite-bin there overrides BIN (the last one wins)
+  bench/run --scenarios fanout --sizes 1000 --only sylvite --sylvite-bin "$bin" \
+            --swarm "$bin/sylvite-swarm" --fanout-rounds 7 --tmp-dir "$mnt" \
+            --out "$out/$name-$i.json" "${args[@]}"
 done; done

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 
 #include "core/transport/detail/client.hpp"
+#include "core/transport/detail/write_now.hpp"
 
 namespace sylvite::transport::detail {
 
@@ -113,6 +114,9 @@ client_conn::client_conn(client_socket sock, const options& opt, std::string pee
   wire::limits lim = codec_->get_limits();
   lim.max_bytes = opt.max_frame_size;
   codec_->set_limits(lim);
+  error_code ec;
+  sock_.non_blocking(true, ec);
+  write_now_ = !ec;  // write_pending writes at once only on a non-blocking socket
 }
 
 void client_conn::start_read(frame_fn on_frame, lost_fn on_lost) {
@@ -195,23 +199,37 @@ bool client_conn::write(std::shared_ptr<const std::string> frame) {
   return true;
 }
 
+// The socket is non-blocking (constructor): frames are written at once, and only what
+// the socket buffer cannot take goes to async_write (detail/write_now.hpp).
 void client_conn::write_pending() {
-  writing_.swap(queue_);
-  std::vector<asio::const_buffer> bufs;
-  bufs.reserve(writing_.size());
-  for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
-  write_active_ = true;
-  asio::async_write(sock_, bufs, [self = shared_from_this()](const error_code& ec, std::size_t) {
-    for (const auto& f : self->writing_) self->queued_bytes_ -= f->size();
-    self->writing_.clear();
-    self->write_active_ = false;
-    if (self->closed_) return;
-    if (ec) {
-      self->lose(ec);
+  while (!queue_.empty() && !closed_) {
+    writing_.swap(queue_);
+    std::vector<asio::const_buffer> bufs;
+    bufs.reserve(writing_.size());
+    for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
+    write_active_ = true;
+    error_code ec;
+    auto rest = write_now_ ? write_now(sock_, bufs, ec) : std::move(bufs);
+    if (!rest.empty()) {
+      asio::async_write(sock_, std::move(rest), [self = shared_from_this()](const error_code& wec, std::size_t) {
+        if (self->finish_write(wec)) self->write_pending();
+      });
       return;
     }
-    if (!self->queue_.empty()) self->write_pending();
-  });
+    if (!finish_write(ec)) return;
+  }
+}
+
+bool client_conn::finish_write(const error_code& ec) {
+  for (const auto& f : writing_) queued_bytes_ -= f->size();
+  writing_.clear();
+  write_active_ = false;
+  if (closed_) return false;
+  if (ec) {
+    lose(ec);
+    return false;
+  }
+  return true;
 }
 
 void client_conn::lose(error_code ec) {

@@ -19,6 +19,7 @@
 // reserve tested on the accepted descriptor's number (the kernel hands out the lowest
 // free number, so fd >= limit - reserve means at least that many are open).
 #include "core/transport/detail/server.hpp"
+#include "core/transport/detail/write_now.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -396,17 +397,33 @@ void server_session::enqueue(std::shared_ptr<const std::string> frame) {
   if (!write_active_) write_pending();
 }
 
+// The socket is non-blocking: the queued frames are written at once (one sendmsg), and
+// only what the socket buffer cannot take goes to async_write. A frame that fits (nearly
+// every reply and publish) completes here, without a completion queued on the io_context.
 void server_session::write_pending() {
-  writing_.swap(queue_);
-  std::vector<asio::const_buffer> bufs;
-  bufs.reserve(writing_.size());
-  for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
-  write_active_ = true;
-  asio::async_write(sock_, bufs,
-                    [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_written(ec); });
+  while (!queue_.empty() && !close_done_) {
+    writing_.swap(queue_);
+    std::vector<asio::const_buffer> bufs;
+    bufs.reserve(writing_.size());
+    for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
+    write_active_ = true;
+    error_code ec;
+    auto rest = write_now(sock_, bufs, ec);
+    if (!rest.empty()) {
+      asio::async_write(sock_, std::move(rest),
+                        [self = shared_from_this()](const error_code& wec, std::size_t) { self->on_written(wec); });
+      return;
+    }
+    if (!finish_write(ec)) return;
+  }
+  if (queue_.capacity() > 256) queue_.shrink_to_fit();
 }
 
 void server_session::on_written(const error_code& ec) {
+  if (finish_write(ec)) write_pending();
+}
+
+bool server_session::finish_write(const error_code& ec) {
   std::size_t bytes = 0;
   for (const auto& f : writing_) bytes += f->size();
   queued_bytes_.fetch_sub(bytes);
@@ -414,7 +431,7 @@ void server_session::on_written(const error_code& ec) {
   writing_.clear();
   if (writing_.capacity() > 256) writing_.shrink_to_fit();
   write_active_ = false;
-  if (close_done_) return;
+  if (close_done_) return false;
   if (ec) {
     if (is_normal_close(ec)) {
       spdlog::debug("transport: write to {} failed: {}", peer_.address, ec.message());
@@ -422,13 +439,9 @@ void server_session::on_written(const error_code& ec) {
       spdlog::info("transport: write to {} failed: {}", peer_.address, ec.message());
     }
     do_close();
-    return;
+    return false;
   }
-  if (!queue_.empty()) {
-    write_pending();
-  } else if (queue_.capacity() > 256) {
-    queue_.shrink_to_fit();
-  }
+  return true;
 }
 
 void server_session::close() {

@@ -74,6 +74,7 @@ class client_conn : public std::enable_shared_from_this<client_conn> {
  private:
   void read_more();
   void write_pending();
+  bool finish_write(const error_code& ec);  // accounts the frames in writing_; false: stop writing
   void lose(error_code ec);
   void flush_codec_output();
   void heartbeat_tick();
@@ -91,6 +92,7 @@ class client_conn : public std::enable_shared_from_this<client_conn> {
   std::vector<std::shared_ptr<const std::string>> queue_, writing_;
   std::size_t queued_bytes_ = 0;
   bool write_active_ = false;
+  bool write_now_ = false;  // the socket is non-blocking: write_pending tries a write at once
   bool closed_ = false;
   frame_fn on_frame_;
   lost_fn on_lost_;

@@ -92,6 +92,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   void enqueue(std::shared_ptr<const std::string> frame);
   void write_pending();
   void on_written(const error_code& ec);
+  bool finish_write(const error_code& ec);  // accounts the frames in writing_; false: stop writing
   void do_close();
   void send_codec_output();
 

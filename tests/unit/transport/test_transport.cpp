@@ -15,6 +15,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/connect_pair.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/use_future.hpp>
 #include <condition_variable>
 #include <cstdlib>
@@ -25,6 +28,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/transport/detail/write_now.hpp"
 #include "core/transport/transport.hpp"
 
 namespace {
@@ -198,6 +202,86 @@ TEST(Transport, roundtrip_tcp) {
   }
   EXPECT_EQ(srv.connection_count(), 1u);
   EXPECT_EQ(c->remote().port, srv.bound_port());
+}
+
+// detail/write_now.hpp: what the socket buffer takes is written, the rest returned in
+// order; a full buffer is not an error; a closed peer is.
+TEST(Transport, write_now_returns_what_the_socket_buffer_did_not_take) {
+  asio::io_context io;
+  asio::local::stream_protocol::socket a(io), b(io);
+  asio::local::connect_pair(a, b);
+  a.non_blocking(true);
+  const int small = 4096;
+  ::setsockopt(a.native_handle(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  std::vector<std::string> frames;
+  for (char c : {'a', 'b', 'c'}) frames.emplace_back(std::string(300000, c));
+  std::vector<asio::const_buffer> bufs;
+  for (const auto& f : frames) bufs.emplace_back(asio::buffer(f));
+
+  error_code ec;
+  auto rest = tr::detail::write_now(a, bufs, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_FALSE(rest.empty());  // 900 KB do not fit
+  std::size_t left = 0;
+  for (const auto& r : rest) left += r.size();
+  const std::size_t written = 900000 - left;
+  EXPECT_GT(written, 0u);
+  // The rest is the tail of the input, contiguous and in order.
+  EXPECT_EQ(static_cast<const char*>(rest.back().data()) + rest.back().size(), frames[2].data() + frames[2].size());
+
+  // Full: nothing more is taken, and that is not an error.
+  auto again = tr::detail::write_now(a, rest, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::size_t left2 = 0;
+  for (const auto& r : again) left2 += r.size();
+  EXPECT_LE(left2, left);
+
+  // The reader sees the bytes written first, then the rest once written.
+  std::string got;
+  std::thread reader([&] {
+    std::array<char, 65536> buf;
+    error_code rec;
+    while (got.size() < 900000) {
+      const std::size_t n = b.read_some(asio::buffer(buf), rec);
+      if (rec) break;
+      got.append(buf.data(), n);
+    }
+  });
+  a.non_blocking(false);
+  asio::write(a, again, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  reader.join();
+  EXPECT_EQ(got, frames[0] + frames[1] + frames[2]);
+
+  // A closed peer: an error, nothing returned.
+  a.non_blocking(true);
+  b.close();
+  const std::string one = "x";
+  auto none = tr::detail::write_now(a, {asio::buffer(one)}, ec);
+  EXPECT_TRUE(ec);
+  EXPECT_TRUE(none.empty());
+}
+
+// Requests and replies larger than the socket buffers, several in flight on one
+// connection: the part a first write cannot take goes out later, whole and in order.
+TEST(Transport, large_requests_and_replies_cross_full_socket_buffers) {
+  io_pool pool;
+  tr::req_server srv(pool.io, local_tcp(), {}, echo_handler());
+  ASSERT_TRUE(srv.start());
+  auto c = tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port()));
+  std::vector<std::future<result<value>>> fs;
+  for (int i = 0; i < 4; ++i) {
+    const std::string blob(3'000'000 + i, static_cast<char>('k' + i));
+    fs.push_back(asio::co_spawn(pool.io, c->request(value{{"i", i}, {"blob", blob}}, 30s), asio::use_future));
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto r = get(fs[static_cast<std::size_t>(i)]);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ((*r)["echo"]["i"], i);
+    const auto blob = wire::get_text((*r)["echo"], "blob");
+    ASSERT_TRUE(blob);
+    EXPECT_EQ(*blob, std::string(3'000'000 + i, static_cast<char>('k' + i)));
+  }
 }
 
 TEST(Transport, reply_echoes_head_unchanged) {
