@@ -330,11 +330,17 @@ std::shared_ptr<group_syncer> group_syncer::shared_for(const fs::path& p) {
 
 std::uint64_t group_syncer::note() {
   std::uint64_t t;
+  bool wake = false;
   {
     std::lock_guard lk(mu_);
     t = ++noted_;
+    if (idle_) {  // otherwise the thread looks at noted_ before it sleeps again
+      idle_ = false;
+      wake = true;
+      ++wakes_;
+    }
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return t;
 }
 
@@ -355,15 +361,22 @@ std::uint64_t group_syncer::durable() const {
   std::lock_guard lk(mu_);
   return durable_;
 }
+std::uint64_t group_syncer::wakes() const {
+  std::lock_guard lk(mu_);
+  return wakes_;
+}
 
 void group_syncer::run() {
   // Durability work trails the request path: lower priority than the callers' threads.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   std::unique_lock lk(mu_);
   for (;;) {
+    idle_ = true;
     cv_.wait(lk, [&] { return stop_ || noted_ > durable_; });
+    idle_ = false;
     if (noted_ <= durable_) return;  // stopping, nothing left
-    // Let a burst gather (many returns of one fan-out share one sync).
+    // Let a burst gather (many returns of one fan-out share one sync); notes meanwhile
+    // do not wake the thread (idle_ is false), only the destructor does.
     if (!stop_ && gather_.count() > 0) cv_.wait_for(lk, gather_, [&] { return stop_; });
     const std::uint64_t upto = noted_;  // every write noted before the sync starts
     lk.unlock();

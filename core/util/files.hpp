@@ -78,6 +78,9 @@ result<void> make_shared_dirs(const std::filesystem::path& top,
 // thread makes everything noted so far durable with one syncfs(2) of the filesystem per
 // batch (all writes that arrive while a sync runs share the next one). wait(ticket)
 // blocks until a sync that started after note() returned `ticket` has finished.
+// note() wakes the thread only when it sleeps with nothing to do: the writes of a burst
+// that arrive while it gathers or syncs cost no wake-up (a futex call and a context
+// switch each, on the request path).
 // One instance per filesystem per process: shared_for(path).
 // Thread-safety: every method from any thread; the destructor does a last sync and joins.
 class group_syncer {
@@ -97,6 +100,7 @@ class group_syncer {
   std::uint64_t syncs() const;          // syncfs calls made so far
   std::uint64_t noted() const;          // notes so far
   std::uint64_t durable() const;        // highest ticket known durable
+  std::uint64_t wakes() const;          // times note() woke the thread
 
  private:
   void run();
@@ -108,6 +112,8 @@ class group_syncer {
   std::uint64_t noted_ = 0;
   std::uint64_t durable_ = 0;
   std::uint64_t syncs_ = 0;
+  std::uint64_t wakes_ = 0;
+  bool idle_ = false;  // the thread waits for a note (mu_)
   bool stop_ = false;
   std::thread thread_;
 };

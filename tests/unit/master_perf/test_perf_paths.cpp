@@ -92,6 +92,24 @@ TEST(GroupSyncer, FlushMakesEverythingDurableAndBatches) {
   EXPECT_EQ(s.durable(), s.noted());
 }
 
+// The writes of a burst cost one wake-up of the sync thread, not one each: notes made
+// while it gathers (or syncs) find it awake.
+TEST(GroupSyncer, BurstWakesTheThreadOnce) {
+  temp_dir d;
+  util::group_syncer s(d.path, 300ms);
+  std::uint64_t last = s.note();  // wakes the thread if it already sleeps (else it finds the note itself)
+  for (int i = 0; i < 999; ++i) last = s.note();  // well inside the 300 ms gather
+  s.wait(last);
+  EXPECT_EQ(s.durable(), last);
+  EXPECT_EQ(s.syncs(), 1u);
+  EXPECT_LE(s.wakes(), 1u);  // one per note would be 1,000
+  // After the sync: the next note is made durable too (at most one more wake-up).
+  s.flush();
+  EXPECT_LE(s.wakes(), 2u);
+  EXPECT_EQ(s.durable(), s.noted());
+  EXPECT_EQ(s.syncs(), 2u);
+}
+
 TEST(GroupSyncer, ConcurrentWaitersAllReleased) {
   temp_dir d;
   util::group_syncer s(d.path, 2ms);
