@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
@@ -271,6 +272,22 @@ int run_master(const config::master_config& cfg) {
   // logged once per interval with a count.
   worker_pool pool(hw, static_cast<std::size_t>(cfg.request_queue_size));
   asio::io_context io(std::max(1, cfg.worker_threads));
+  // The connections of ret_port and publish_port are spread over worker_threads more
+  // io_contexts, one thread each (transport::options::session_contexts): a connection's
+  // reads, its inline requests and its replies stay on one thread, with no hand-over and
+  // no wake-up between threads per request. The io_context above keeps the rest (timers,
+  // the CLI socket, the cluster bus). Declared before the servers: they outlive them.
+  // SYLVITE_IO_SPREAD=0: every connection on the shared io_context, as before (A/B only).
+  std::vector<std::unique_ptr<asio::io_context>> conn_ios;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> conn_guards;
+  auto conn_list = std::make_shared<std::vector<asio::io_context*>>();
+  if (const char* e = std::getenv("SYLVITE_IO_SPREAD"); !(e && std::string_view(e) == "0")) {
+    for (int i = 0; i < std::max(1, cfg.worker_threads); ++i) {
+      conn_ios.push_back(std::make_unique<asio::io_context>(1));
+      conn_guards.emplace_back(conn_ios.back()->get_executor());
+      conn_list->push_back(conn_ios.back().get());
+    }
+  }
 
   const std::uint64_t nofile = transport::raise_open_files_limit();
   spdlog::info("open files limit: {} ({} kept for the master's own files: reserved_fds)", nofile, cfg.reserved_fds);
@@ -368,6 +385,11 @@ int run_master(const config::master_config& cfg) {
                      qmax, n, r->peer().address);
     }
   };
+  // The ports' own options: their connections on the io_contexts above.
+  transport::options port_opt = topt;
+  port_opt.session_contexts = conn_list;
+  transport::options port_ropt = ropt;
+  port_ropt.session_contexts = conn_list;
   const transport::endpoint ret_ep{host, static_cast<std::uint16_t>(cfg.ret_port), {}};
   const transport::endpoint pub_ep{host, static_cast<std::uint16_t>(cfg.publish_port), {}};
   std::atomic<transport::pub_server*> pub_ref{nullptr};  // for hellos checked on a worker thread
@@ -389,7 +411,7 @@ int run_master(const config::master_config& cfg) {
     return 1;
   }
   if (tkind == transport::kind::tcp && cfg.publish_processes > 0) {
-    req = std::make_unique<transport::req_server>(io, ret_ep, ropt, on_request);
+    req = std::make_unique<transport::req_server>(io, ret_ep, port_ropt, on_request);
     pub_process_settings ps;
     ps.count = cfg.publish_processes;
     ps.topt = topt;
@@ -404,9 +426,9 @@ int run_master(const config::master_config& cfg) {
         },
         [core](const std::string& id, bool connected) { core->on_presence(id, connected); });
   } else if (tkind == transport::kind::tcp) {
-    req = std::make_unique<transport::req_server>(io, ret_ep, ropt, on_request);
+    req = std::make_unique<transport::req_server>(io, ret_ep, port_ropt, on_request);
     pub = std::make_unique<transport::pub_server>(
-        io, pub_ep, topt,
+        io, pub_ep, port_opt,
         [core, &hello_offload, &pub_ref](const value& body, const transport::peer_info& p) {
           return core->handle_hello(body, p.address, hello_offload, [&pub_ref, conn = p.conn_id](const std::string& id) {
             if (auto* ps = pub_ref.load()) ps->identify(conn, id);
@@ -416,8 +438,8 @@ int run_master(const config::master_config& cfg) {
     pub_ref = pub.get();
     sink = std::make_unique<pub_adapter>(*pub);
   } else {
-    zreq = std::make_unique<transport::zmq_req_server>(io, ret_ep, ropt, zopt, on_request);
-    zpub = std::make_unique<transport::zmq_pub_server>(io, pub_ep, topt, zopt);
+    zreq = std::make_unique<transport::zmq_req_server>(io, ret_ep, port_ropt, zopt, on_request);
+    zpub = std::make_unique<transport::zmq_pub_server>(io, pub_ep, port_opt, zopt);
     auto zs = std::make_unique<zmq_pub_adapter>(*zpub, zopt.filtering);
     zsink_ref = zs.get();
     sink = std::move(zs);
@@ -667,6 +689,7 @@ int run_master(const config::master_config& cfg) {
     events_pub.stop();
     stop_ports();
     if (bus) bus->stop();
+    conn_guards.clear();  // the connection io_contexts end once their connections are closed
   });
   std::function<void()> arm_hup;
   arm_hup = [&] {
@@ -681,9 +704,11 @@ int run_master(const config::master_config& cfg) {
   arm_hup();
 
   std::vector<std::thread> threads;
+  for (auto& c : conn_ios) threads.emplace_back([c = c.get()] { c->run(); });
   const int n = std::max(1, cfg.worker_threads);
   for (int i = 1; i < n; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
+  for (auto& c : conn_ios) c->stop();  // what is left there is closing connections
   for (auto& t : threads) t.join();
   if (bus) bus->join();
   peer_control.stop();

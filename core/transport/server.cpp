@@ -719,8 +719,11 @@ void server_base::shed_backlog() {  // acc_mu_ held
 }
 
 void server_base::accept_next() {
-  acceptor_.async_accept(asio::make_strand(io_), [self = shared_from_this()](const error_code& ec,
-                                                                             server_socket sock) mutable {
+  asio::io_context* ctx = &io_;
+  if (const auto& cs = opt_.session_contexts; cs && !cs->empty())
+    ctx = (*cs)[next_context_.fetch_add(1, std::memory_order_relaxed) % cs->size()];
+  acceptor_.async_accept(asio::make_strand(*ctx), [self = shared_from_this()](const error_code& ec,
+                                                                              server_socket sock) mutable {
     self->on_accept(ec, std::move(sock));
   });
 }

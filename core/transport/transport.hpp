@@ -108,6 +108,11 @@ struct options {
   // Server side, TCP: accept on this already listening socket (inherited from the master
   // by a publish process) instead of binding the endpoint. The server owns it then. -1 = off.
   int listen_fd = -1;
+  // Server side: accepted connections are spread over these io_contexts, one after the
+  // other; each is meant to be run by one thread, so a connection's reads, writes and
+  // inline handlers stay on that thread, with no hand-over between threads. They must
+  // outlive the server. Empty or null: the server's own io_context.
+  std::shared_ptr<const std::vector<asio::io_context*>> session_contexts;
 };
 
 // Bind and listen on a TCP endpoint as a server would (SO_REUSEADDR, the OS backlog), and

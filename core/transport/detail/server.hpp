@@ -184,6 +184,7 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
   std::atomic<bool> stopped_{false};
   std::atomic<std::uint16_t> port_{0};
   std::atomic<std::uint64_t> next_conn_id_{1};
+  std::atomic<std::size_t> next_context_{0};  // options::session_contexts, round robin
   std::chrono::steady_clock::time_point last_accept_log_{};
   util::log_limiter refuse_log_[3];  // per reason: max_connections, pre-auth total, per source
   util::log_limiter fd_log_;

@@ -26,6 +26,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/transport/detail/write_now.hpp"
@@ -282,6 +283,51 @@ TEST(Transport, large_requests_and_replies_cross_full_socket_buffers) {
     ASSERT_TRUE(blob);
     EXPECT_EQ(*blob, std::string(3'000'000 + i, static_cast<char>('k' + i)));
   }
+}
+
+// options::session_contexts: accepted connections go to those io_contexts in turn, and
+// their requests are handled on the threads that run them, not on the server's.
+TEST(Transport, session_contexts_take_the_connections_in_turn) {
+  io_pool pool;  // the server's io_context (accept, timers)
+  std::vector<std::unique_ptr<io_pool>> conns;
+  auto list = std::make_shared<std::vector<asio::io_context*>>();
+  std::set<std::thread::id> ctx_threads[2];
+  for (int i = 0; i < 2; ++i) {
+    conns.push_back(std::make_unique<io_pool>(1));
+    list->push_back(&conns.back()->io);
+    ctx_threads[i].insert(conns.back()->threads[0].get_id());
+  }
+  std::mutex mu;
+  std::map<std::uint64_t, std::thread::id> handled_on;  // connection id -> thread
+  tr::options opt;
+  opt.session_contexts = list;
+  tr::req_server srv(pool.io, local_tcp(), opt, [&](value body, std::shared_ptr<tr::responder> r) {
+    {
+      std::lock_guard lk(mu);
+      handled_on[r->peer().conn_id] = std::this_thread::get_id();
+    }
+    r->reply(value{{"echo", std::move(body)}});
+  });
+  ASSERT_TRUE(srv.start());
+  std::vector<std::shared_ptr<tr::req_client>> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(tr::req_client::create(pool.io.get_executor(), local_tcp(srv.bound_port())));
+    auto f = asio::co_spawn(pool.io, clients.back()->request(value{{"i", i}}, 10s), asio::use_future);
+    auto r = get(f);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ((*r)["echo"]["i"], i);
+  }
+  std::lock_guard lk(mu);
+  ASSERT_EQ(handled_on.size(), 4u);
+  int on[2] = {0, 0};
+  for (const auto& [id, t] : handled_on) {
+    const bool a = ctx_threads[0].count(t) != 0, b = ctx_threads[1].count(t) != 0;
+    EXPECT_TRUE(a || b) << "connection " << id << " handled off the session contexts";
+    on[0] += a;
+    on[1] += b;
+  }
+  EXPECT_EQ(on[0], 2);  // in turn: two each
+  EXPECT_EQ(on[1], 2);
 }
 
 TEST(Transport, reply_echoes_head_unchanged) {
