@@ -204,9 +204,7 @@ bool client_conn::write(std::shared_ptr<const std::string> frame) {
 void client_conn::write_pending() {
   while (!queue_.empty() && !closed_) {
     writing_.swap(queue_);
-    std::vector<asio::const_buffer> bufs;
-    bufs.reserve(writing_.size());
-    for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
+    auto bufs = frame_buffers(writing_);
     write_active_ = true;
     error_code ec;
     auto rest = write_now_ ? write_now(sock_, bufs, ec) : std::move(bufs);

@@ -403,9 +403,7 @@ void server_session::enqueue(std::shared_ptr<const std::string> frame) {
 void server_session::write_pending() {
   while (!queue_.empty() && !close_done_) {
     writing_.swap(queue_);
-    std::vector<asio::const_buffer> bufs;
-    bufs.reserve(writing_.size());
-    for (const auto& f : writing_) bufs.emplace_back(asio::buffer(*f));
+    auto bufs = frame_buffers(writing_);
     write_active_ = true;
     error_code ec;
     auto rest = write_now(sock_, bufs, ec);

@@ -15,6 +15,16 @@
 
 namespace sylvite::transport::detail {
 
+// One buffer per queued frame (a container of pointers to contiguous byte strings), in
+// order: what write_now() and async_write take.
+template <class Frames>
+std::vector<boost::asio::const_buffer> frame_buffers(const Frames& frames) {
+  std::vector<boost::asio::const_buffer> bufs;
+  bufs.reserve(frames.size());
+  for (const auto& f : frames) bufs.emplace_back(boost::asio::buffer(*f));
+  return bufs;
+}
+
 // The socket must be in non-blocking mode (socket.non_blocking(true)). Returns the part
 // of bufs not written yet (empty: all of it was); ec is set only for a real error (a
 // full socket buffer is not one: everything is returned).
