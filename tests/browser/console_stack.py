@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -199,7 +201,22 @@ def make_driver(width, height, mobile=False):
               "--lang=en-US"):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    # Chromium leaves its singleton directory (/tmp/org.chromium.Chromium.*) behind after
+    # quit(): its temporary files go to a directory of this driver's own, removed by quit().
+    tmp = tempfile.mkdtemp(prefix="sylvite-chromium-")
+    try:
+        d = webdriver.Chrome(service=Service(CHROMEDRIVER, env=dict(os.environ, TMPDIR=tmp)), options=opts)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    quit_driver = d.quit
+
+    def quit_and_clean():
+        try:
+            quit_driver()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    d.quit = quit_and_clean
     # The exact viewport (a phone: 390x844 CSS pixels, touch, mobile layout).
     d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                       {"width": width, "height": height, "deviceScaleFactor": 2 if mobile else 1, "mobile": mobile})
