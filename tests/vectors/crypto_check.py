@@ -25,6 +25,7 @@ import base64
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -50,11 +51,10 @@ def unhex(s):
     return bytes.fromhex(s)
 
 
-def main():
+def run(tmp):
     with open(sys.argv[1]) as f:
         doc = json.load(f)
     logging.disable(logging.CRITICAL)
-    tmp = tempfile.mkdtemp()
 
     privs, pubs, pub_paths = {}, {}, {}
     for name, k in doc["keys"].items():
@@ -156,6 +156,14 @@ def main():
         print("MISMATCH:", f)
     print(f"crypto_check: {checks} checks, {len(failures)} failures")
     return 1 if failures else 0
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sylvite-crypto-check-")
+    try:
+        return run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

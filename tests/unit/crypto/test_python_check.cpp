@@ -135,4 +135,6 @@ TEST(PythonCheck, SaltAcceptsWhatWeMake) {
   std::cout << test::read_file(out);
   std::remove(path.c_str());
   std::remove(out.c_str());
+  std::remove(path.c_str());
+  std::remove(out.c_str());
 }
