@@ -179,7 +179,9 @@ struct ingest_job {
 
 class swarm {
  public:
-  explicit swarm(swarm_options o) : opt_(std::move(o)), io_(static_cast<int>(std::max(1u, opt_.threads))) {}
+  explicit swarm(swarm_options o) : opt_(std::move(o)) {
+    for (unsigned t = 0; t < std::max(1u, opt_.threads); ++t) ios_.push_back(std::make_unique<asio::io_context>(1));
+  }
 
   int run();
 
@@ -189,7 +191,7 @@ class swarm {
   // lifecycle
   awaitable<void> lifecycle(sim_minion* m);
   awaitable<bool> sign_in(sim_minion* m);
-  std::shared_ptr<transport::req_client> auth_channel();  // zeromq: a sign-in's own REQ client
+  std::shared_ptr<transport::req_client> auth_channel(sim_minion* m);  // zeromq: a sign-in's own REQ client
   // zeromq: sign-ins holding a REQ socket at once are capped by the descriptors this process
   // may hold (the lab's 20,000): a minion beyond the cap starts its sign-in when one ends.
   awaitable<void> acquire_auth_slot();
@@ -238,7 +240,11 @@ class swarm {
   transport::kind kind_ = transport::kind::tcp;
   transport::zmq_options zopt_;
   transport::zmq_options req_zopt_;  // request sockets: with connect events
-  asio::io_context io_;
+  // One io_context per io thread, each run by that thread alone: a minion's strand, its
+  // publish socket and its pool connection share one (pool_[k] on ios_[k % n], minion i on
+  // the context of pool_[i % pool]), so a request and its reply stay on one thread.
+  std::vector<std::unique_ptr<asio::io_context>> ios_;
+  asio::io_context& ctx(std::size_t k) { return *ios_[k % ios_.size()]; }
   std::vector<std::unique_ptr<sim_minion>> minions_;
   std::vector<std::shared_ptr<transport::req_client>> pool_;
   std::vector<asio::ip::address> sources_;
@@ -322,7 +328,7 @@ bool swarm::prepare() {
     transport::endpoint ep{opt_.master, opt_.ret_port, {}};
     transport::options to;
     to.connect_timeout = milliseconds(3000);
-    pool_.push_back(transport::make_req_client(kind_, io_.get_executor(), ep, to, req_zopt_));
+    pool_.push_back(transport::make_req_client(kind_, ctx(k).get_executor(), ep, to, req_zopt_));
   }
 
   minions_.resize(opt_.count);
@@ -333,7 +339,7 @@ bool swarm::prepare() {
     if (num.size() < opt_.id_width) num.insert(0, opt_.id_width - num.size(), '0');
     m->id = opt_.id_prefix + num;
     m->req = pool_[i % pool_.size()];
-    m->strand.emplace(asio::make_strand(io_));
+    m->strand.emplace(asio::make_strand(ctx(i % pool_.size())));
     // A few grains a pillar top file or sls can match on: the id, the usual OS grains, the
     // index in the swarm and a role cycling over four values.
     m->grains = wire::value::object();
@@ -388,14 +394,14 @@ awaitable<void> swarm::sleep_for(milliseconds d) {
   co_await t.async_wait(asio::as_tuple(use_awaitable));
 }
 
-std::shared_ptr<transport::req_client> swarm::auth_channel() {
+std::shared_ptr<transport::req_client> swarm::auth_channel(sim_minion* m) {
   if (kind_ != transport::kind::zeromq || !opt_.zmq_auth_own_socket) return nullptr;
   transport::endpoint ep{opt_.master, opt_.ret_port, {}};
   transport::options to;
   to.connect_timeout = milliseconds(3000);
   // No connect monitor, as Salt's RequestClient: while the master is down libzmq re-dials
   // and the request waits in its queue until auth_timeout.
-  return transport::make_req_client(kind_, io_.get_executor(), ep, to, zopt_);
+  return transport::make_req_client(kind_, m->strand->get_inner_executor(), ep, to, zopt_);
 }
 
 awaitable<void> swarm::acquire_auth_slot() {
@@ -447,7 +453,7 @@ awaitable<bool> swarm::sign_in(sim_minion* m) {
   // during a storm, and the master's work on it would be wasted: no real minion does that.
   const bool own_socket = kind_ == transport::kind::zeromq && opt_.zmq_auth_own_socket;
   if (own_socket) co_await acquire_auth_slot();
-  std::shared_ptr<transport::req_client> own = auth_channel();
+  std::shared_ptr<transport::req_client> own = auth_channel(m);
   transport::req_client* channel = own ? own.get() : m->req.get();
   while (!stopping_) {
     m->last_attempt_ns = now_ns();
@@ -1255,7 +1261,7 @@ void swarm::control_loop() {
       job->t0 = now_ns();
       auto fut = job->finished.get_future();
       for (std::size_t w = 0; w < window; ++w)
-        asio::co_spawn(asio::make_strand(io_), ingest_worker(job), asio::detached);
+        asio::co_spawn(asio::make_strand(ctx(w)), ingest_worker(job), asio::detached);
       fut.wait();
       std::vector<std::int64_t> lat;
       {
@@ -1293,13 +1299,16 @@ void swarm::control_loop() {
 
 int swarm::run() {
   if (!prepare()) return 2;
-  auto guard = asio::make_work_guard(io_);
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(1u, opt_.threads); ++t) threads.emplace_back([this] { io_.run(); });
+  for (auto& c : ios_) {
+    guards.emplace_back(c->get_executor());
+    threads.emplace_back([c = c.get()] { c->run(); });
+  }
   control_loop();
   write_report();
   stopping_ = true;
-  asio::post(io_, [this] {
+  asio::post(ctx(0), [this] {
     for (auto& m : minions_) {
       asio::post(*m->strand, [mm = m.get()] {
         if (mm->pub) {
@@ -1312,10 +1321,10 @@ int swarm::run() {
     }
     for (auto& p : pool_) p->close();
   });
-  guard.reset();
+  guards.clear();
   // Timers of sleeping minions keep run() busy up to reconnect/accept waits: stop hard.
   std::this_thread::sleep_for(milliseconds(200));
-  io_.stop();
+  for (auto& c : ios_) c->stop();
   for (auto& t : threads) t.join();
   emit(json{{"event", "bye"}});
   return 0;

@@ -10,9 +10,9 @@
 // Control: commands on stdin, one JSON line per answer on stdout (protocol in
 // docs/benchmarks.md, "The swarm"). Logs go to stderr.
 //
-// Threading: one io_context run by `threads` threads; each simulated minion's publish
-// socket and lifecycle run on its own strand; the control thread reads stdin and only
-// touches atomics and mutex-protected records.
+// Threading: `threads` io_contexts, one thread each; each simulated minion's publish
+// socket and lifecycle run on its own strand, on the io_context of its pool connection;
+// the control thread reads stdin and only touches atomics and mutex-protected records.
 #pragma once
 #include <cstddef>
 #include <cstdint>
