@@ -113,6 +113,7 @@ class GlusterLab:
         self._glusterd: dict[str, subprocess.Popen] = {}
         self._closed = False
         self.state = Path(tempfile.mkdtemp(prefix="sylvite-gl-"))
+        self._started_at = time.time()
         atexit.register(self.close)
         t0 = time.monotonic()
         try:
@@ -410,6 +411,15 @@ class GlusterLab:
         for m in _fuse_mounts_under(str(self.state)):
             subprocess.run(["umount", "-l", m], capture_output=True, stdin=subprocess.DEVNULL, timeout=15)
         self._phase('lazy unmounts done', t0)
+        # A gluster process makes /tmp/glfs-bt-XXXXXX (a hard-coded path) for a backtrace and
+        # unlinks it at once; one killed in between (kill_node, SIGKILL above) leaves it.
+        for f in Path("/tmp").glob("glfs-bt-*"):
+            try:
+                st = f.stat()
+                if f.is_file() and st.st_size == 0 and st.st_mtime >= self._started_at - 1:
+                    f.unlink(missing_ok=True)
+            except OSError:
+                pass
         # 3. Files: the state directory (bricks included) and the brick logs glusterd names after
         # the brick path (/var/log/glusterfs/bricks/<path with - for />.log).
         if not _fuse_mounts_under(str(self.state)):
