@@ -10,7 +10,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
@@ -29,6 +28,7 @@
 #include <vector>
 
 #include "cluster/peer_bus.hpp"
+#include "core/transport/context_pool.hpp"
 #include "core/transport/transport.hpp"
 #include "core/transport/zmq.hpp"
 #include "core/util/log.hpp"
@@ -278,16 +278,10 @@ int run_master(const config::master_config& cfg) {
   // no wake-up between threads per request. The io_context above keeps the rest (timers,
   // the CLI socket, the cluster bus). Declared before the servers: they outlive them.
   // SYLVITE_IO_SPREAD=0: every connection on the shared io_context, as before (A/B only).
-  std::vector<std::unique_ptr<asio::io_context>> conn_ios;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> conn_guards;
-  auto conn_list = std::make_shared<std::vector<asio::io_context*>>();
-  if (const char* e = std::getenv("SYLVITE_IO_SPREAD"); !(e && std::string_view(e) == "0")) {
-    for (int i = 0; i < std::max(1, cfg.worker_threads); ++i) {
-      conn_ios.push_back(std::make_unique<asio::io_context>(1));
-      conn_guards.emplace_back(conn_ios.back()->get_executor());
-      conn_list->push_back(conn_ios.back().get());
-    }
-  }
+  const char* spread_env = std::getenv("SYLVITE_IO_SPREAD");
+  transport::context_pool conn_ios(spread_env && std::string_view(spread_env) == "0"
+                                       ? 0
+                                       : static_cast<std::size_t>(std::max(1, cfg.worker_threads)));
 
   const std::uint64_t nofile = transport::raise_open_files_limit();
   spdlog::info("open files limit: {} ({} kept for the master's own files: reserved_fds)", nofile, cfg.reserved_fds);
@@ -387,9 +381,9 @@ int run_master(const config::master_config& cfg) {
   };
   // The ports' own options: their connections on the io_contexts above.
   transport::options port_opt = topt;
-  port_opt.session_contexts = conn_list;
+  port_opt.session_contexts = conn_ios.contexts();
   transport::options port_ropt = ropt;
-  port_ropt.session_contexts = conn_list;
+  port_ropt.session_contexts = conn_ios.contexts();
   const transport::endpoint ret_ep{host, static_cast<std::uint16_t>(cfg.ret_port), {}};
   const transport::endpoint pub_ep{host, static_cast<std::uint16_t>(cfg.publish_port), {}};
   std::atomic<transport::pub_server*> pub_ref{nullptr};  // for hellos checked on a worker thread
@@ -689,7 +683,7 @@ int run_master(const config::master_config& cfg) {
     events_pub.stop();
     stop_ports();
     if (bus) bus->stop();
-    conn_guards.clear();  // the connection io_contexts end once their connections are closed
+    conn_ios.release();  // the connection io_contexts end once their connections are closed
   });
   std::function<void()> arm_hup;
   arm_hup = [&] {
@@ -704,11 +698,12 @@ int run_master(const config::master_config& cfg) {
   arm_hup();
 
   std::vector<std::thread> threads;
-  for (auto& c : conn_ios) threads.emplace_back([c = c.get()] { c->run(); });
+  conn_ios.start();
   const int n = std::max(1, cfg.worker_threads);
   for (int i = 1; i < n; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
-  for (auto& c : conn_ios) c->stop();  // what is left there is closing connections
+  conn_ios.stop();  // what is left there is closing connections
+  conn_ios.join();
   for (auto& t : threads) t.join();
   if (bus) bus->join();
   peer_control.stop();

@@ -64,6 +64,7 @@
 
 #include "bench/swarm/keys.hpp"
 #include "core/crypto/crypticle.hpp"
+#include "core/transport/context_pool.hpp"
 #include "core/transport/transport.hpp"
 #include "core/transport/zmq.hpp"
 #include "core/wire/frame.hpp"
@@ -179,9 +180,7 @@ struct ingest_job {
 
 class swarm {
  public:
-  explicit swarm(swarm_options o) : opt_(std::move(o)) {
-    for (unsigned t = 0; t < std::max(1u, opt_.threads); ++t) ios_.push_back(std::make_unique<asio::io_context>(1));
-  }
+  explicit swarm(swarm_options o) : opt_(std::move(o)), ios_(std::max(1u, opt_.threads)) {}
 
   int run();
 
@@ -243,8 +242,8 @@ class swarm {
   // One io_context per io thread, each run by that thread alone: a minion's strand, its
   // publish socket and its pool connection share one (pool_[k] on ios_[k % n], minion i on
   // the context of pool_[i % pool]), so a request and its reply stay on one thread.
-  std::vector<std::unique_ptr<asio::io_context>> ios_;
-  asio::io_context& ctx(std::size_t k) { return *ios_[k % ios_.size()]; }
+  transport::context_pool ios_;
+  asio::io_context& ctx(std::size_t k) { return ios_.at(k); }
   std::vector<std::unique_ptr<sim_minion>> minions_;
   std::vector<std::shared_ptr<transport::req_client>> pool_;
   std::vector<asio::ip::address> sources_;
@@ -1299,12 +1298,7 @@ void swarm::control_loop() {
 
 int swarm::run() {
   if (!prepare()) return 2;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  std::vector<std::thread> threads;
-  for (auto& c : ios_) {
-    guards.emplace_back(c->get_executor());
-    threads.emplace_back([c = c.get()] { c->run(); });
-  }
+  ios_.start();
   control_loop();
   write_report();
   stopping_ = true;
@@ -1321,11 +1315,11 @@ int swarm::run() {
     }
     for (auto& p : pool_) p->close();
   });
-  guards.clear();
+  ios_.release();
   // Timers of sleeping minions keep run() busy up to reconnect/accept waits: stop hard.
   std::this_thread::sleep_for(milliseconds(200));
-  for (auto& c : ios_) c->stop();
-  for (auto& t : threads) t.join();
+  ios_.stop();
+  ios_.join();
   emit(json{{"event", "bye"}});
   return 0;
 }

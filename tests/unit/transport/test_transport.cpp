@@ -29,6 +29,7 @@
 #include <set>
 #include <thread>
 
+#include "core/transport/context_pool.hpp"
 #include "core/transport/detail/write_now.hpp"
 #include "core/transport/transport.hpp"
 
@@ -328,6 +329,30 @@ TEST(Transport, session_contexts_take_the_connections_in_turn) {
   }
   EXPECT_EQ(on[0], 2);  // in turn: two each
   EXPECT_EQ(on[1], 2);
+}
+
+// context_pool: one thread per io_context, and release() lets each run() return once its
+// work is done (join() then ends without stop()).
+TEST(Transport, context_pool_runs_each_context_on_a_thread_of_its_own) {
+  tr::context_pool cp(3);
+  ASSERT_EQ(cp.contexts()->size(), 3u);
+  EXPECT_EQ(&cp.at(4), (*cp.contexts())[1]);
+  cp.start();
+  std::mutex mu;
+  std::set<std::thread::id> ran_on;
+  for (std::size_t k = 0; k < cp.size(); ++k) {
+    auto f = asio::post(cp.at(k), asio::use_future([&] {
+      std::lock_guard lk(mu);
+      ran_on.insert(std::this_thread::get_id());
+    }));
+    ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  }
+  EXPECT_EQ(ran_on.size(), 3u);
+  EXPECT_EQ(ran_on.count(std::this_thread::get_id()), 0u);
+  cp.release();
+  auto joined = std::async(std::launch::async, [&] { cp.join(); });
+  EXPECT_EQ(joined.wait_for(10s), std::future_status::ready);
+  for (std::size_t k = 0; k < cp.size(); ++k) EXPECT_TRUE(cp.at(k).stopped());
 }
 
 TEST(Transport, reply_echoes_head_unchanged) {
