@@ -23,10 +23,13 @@ class session_responder final : public responder {
 
   void reply(wire::value body) override {
     if (replied_.exchange(true)) return;  // reply() is single-shot
-    if (s_->alive()) {                    // else dropped silently
-      if (auto f = detail::pack_shared(head_, body)) s_->send(std::move(f));
+    std::shared_ptr<const std::string> f;
+    if (s_->alive()) f = detail::pack_shared(head_, body);  // else dropped silently
+    if (!done_.exchange(true)) {
+      s_->reply_done(std::move(f));  // the reply and the request's end: one hop
+    } else if (f) {
+      s_->send(std::move(f));
     }
-    if (!done_.exchange(true)) s_->request_done();
   }
 
   void mark_authenticated() override { s_->mark_authenticated(); }

@@ -182,14 +182,33 @@ void server_session::mark_authenticated() {
   if (auto hooks = hooks_.lock()) hooks->on_session_authenticated(shared_from_this());
 }
 
-void server_session::request_done() {
+bool server_session::finish_request() {
   const std::size_t left = pending_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (left == 0 && opt_->pre_auth_budget) {
     if (const std::size_t n = held_charge_.exchange(0)) opt_->pre_auth_budget->give(n);
   }
-  if (opt_->pre_auth_max_pending > 0 && left < opt_->pre_auth_max_pending && !authenticated()) {
-    asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
+  return opt_->pre_auth_max_pending > 0 && left < opt_->pre_auth_max_pending && !authenticated();
+}
+
+void server_session::request_done() {
+  if (finish_request()) asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
+}
+
+bool server_session::reply_done(std::shared_ptr<const std::string> frame) {
+  const bool queued = frame && admit(frame);
+  const bool resume = finish_request();
+  if (!queued) frame.reset();
+  if (!frame && !resume) return queued;
+  if (sock_.get_executor().running_in_this_thread()) {
+    if (frame) enqueue(std::move(frame));
+    if (resume) resume_reading();
+    return queued;
   }
+  asio::post(sock_.get_executor(), [self = shared_from_this(), f = std::move(frame), resume]() mutable {
+    if (f) self->enqueue(std::move(f));
+    if (resume) self->resume_reading();
+  });
+  return queued;
 }
 
 const char* server_session::expired(std::int64_t now) const noexcept {
@@ -352,8 +371,8 @@ void server_session::on_readable(const error_code& wait_ec) {
   wait_readable();
 }
 
-bool server_session::send(std::shared_ptr<const std::string> frame) {
-  if (!frame || closed_.load(std::memory_order_acquire)) return false;
+bool server_session::admit(const std::shared_ptr<const std::string>& frame) {
+  if (closed_.load(std::memory_order_acquire)) return false;
   const std::size_t sz = frame->size();
   const std::size_t bytes = queued_bytes_.fetch_add(sz) + sz;
   const std::size_t frames = queued_frames_.fetch_add(1) + 1;
@@ -374,6 +393,11 @@ bool server_session::send(std::shared_ptr<const std::string> frame) {
     close();
     return false;
   }
+  return true;
+}
+
+bool server_session::send(std::shared_ptr<const std::string> frame) {
+  if (!frame || !admit(frame)) return false;
   // On the strand already (a reply from the handler that read the request, a PONG): no
   // hop through the strand's queue. Every enqueue is a whole frame, and a frame sent
   // from elsewhere (a publish) is still posted, so frames never interleave; a REQ
@@ -477,6 +501,16 @@ void server_session::do_close() {
 // ---------------------------------------------------------------------------------
 // server_base
 
+namespace {
+// Where the listening socket waits: with session contexts, on the first of them (one
+// thread: an accept completes there without waking the threads of the shared io_context
+// in turn, and a connection handed to that context starts without a wake-up).
+asio::io_context& accept_context(asio::io_context& io, const options& opt) {
+  if (const auto& cs = opt.session_contexts; cs && !cs->empty() && cs->front()) return *cs->front();
+  return io;
+}
+}  // namespace
+
 server_base::server_base(asio::io_context& io, endpoint ep, options opt, const char* kind)
     : io_(io),
       opt_(std::move(opt)),
@@ -484,8 +518,8 @@ server_base::server_base(asio::io_context& io, endpoint ep, options opt, const c
       kind_(kind),
       sweep_timer_(io),
       ep_(std::move(ep)),
-      acceptor_(io),
-      retry_timer_(io) {}
+      acceptor_(accept_context(io, opt_)),
+      retry_timer_(accept_context(io, opt_)) {}
 
 server_base::~server_base() {
   error_code ec;

@@ -166,6 +166,7 @@ class router_responder final : public responder {
   }
   void reply(wire::value body) override {
     if (replied_.exchange(true)) return;
+    std::shared_ptr<const std::string> frame;
     if (s_->alive()) {
       std::string payload;
       try {
@@ -182,10 +183,14 @@ class router_responder final : public responder {
           append_frame(out, "", true);
         }
         append_frame(out, payload, false);
-        s_->send(std::make_shared<const std::string>(std::move(out)));
+        frame = std::make_shared<const std::string>(std::move(out));
       }
     }
-    if (!done_.exchange(true)) s_->request_done();
+    if (!done_.exchange(true)) {
+      s_->reply_done(std::move(frame));  // the reply and the request's end: one hop
+    } else if (frame) {
+      s_->send(std::move(frame));
+    }
   }
   bool push(wire::value) override { return false; }
   void mark_authenticated() override { s_->mark_authenticated(); }

@@ -62,6 +62,10 @@ class server_session : public std::enable_shared_from_this<server_session> {
   // Requests handed to the handler and not answered yet (req server; any thread).
   void request_started() noexcept { pending_.fetch_add(1, std::memory_order_acq_rel); }
   void request_done();
+  // A reply that ends its request: send(frame) then request_done() with one hop to the
+  // strand instead of two (a reply from a worker thread to an unauthenticated connection,
+  // whose reads resume after it). frame may be null (no reply). false as send().
+  bool reply_done(std::shared_ptr<const std::string> frame);
   // Timeout check by the server's sweeper (any thread): why the session should be
   // closed now, or nullptr.
   const char* expired(std::int64_t now_ns) const noexcept;
@@ -89,6 +93,11 @@ class server_session : public std::enable_shared_from_this<server_session> {
   void release_budget() noexcept;
   void resume_reading();
   wire::limits current_limits() const noexcept;
+  // send()'s admission: counts the frame against the queue bounds; false when closed or
+  // over them (then dropped or the session is closed, as options say).
+  bool admit(const std::shared_ptr<const std::string>& frame);
+  // request_done()'s accounting; true when reads must resume (on the strand).
+  bool finish_request();
   void enqueue(std::shared_ptr<const std::string> frame);
   void write_pending();
   void on_written(const error_code& ec);

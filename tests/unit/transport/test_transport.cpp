@@ -331,6 +331,28 @@ TEST(Transport, session_contexts_take_the_connections_in_turn) {
   EXPECT_EQ(on[1], 2);
 }
 
+// With session contexts the listening socket waits on the first of them: connections are
+// accepted and answered while the server's own io_context is not run at all.
+TEST(Transport, session_contexts_accept_without_the_servers_io_context) {
+  asio::io_context idle;  // the server's io_context: never run
+  io_pool conn(1);
+  io_pool clients;
+  tr::options opt;
+  opt.session_contexts = std::make_shared<std::vector<asio::io_context*>>(std::vector{&conn.io});
+  tr::req_server srv(idle, local_tcp(), opt, [](value body, std::shared_ptr<tr::responder> r) {
+    r->reply(value{{"echo", std::move(body)}});
+  });
+  ASSERT_TRUE(srv.start());
+  for (int i = 0; i < 3; ++i) {
+    auto c = tr::req_client::create(clients.io.get_executor(), local_tcp(srv.bound_port()));
+    auto f = asio::co_spawn(clients.io, c->request(value{{"i", i}}, 10s), asio::use_future);
+    auto r = get(f);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ((*r)["echo"]["i"], i);
+  }
+  srv.stop();
+}
+
 // context_pool: one thread per io_context, and release() lets each run() return once its
 // work is done (join() then ends without stop()).
 TEST(Transport, context_pool_runs_each_context_on_a_thread_of_its_own) {
@@ -1412,6 +1434,49 @@ TEST(TransportPreAuth, pending_requests_pause_reading) {
     for (auto& r : held) r->reply(value{{"ok", 1}});
   }
   EXPECT_TRUE(handled.wait_for(5));
+}
+
+// An unauthenticated connection answered from another thread (a worker): each reply
+// arrives, in order, and reads resume after it (reply and request end in one hop).
+TEST(TransportPreAuth, replies_from_another_thread_arrive_and_resume_reading) {
+  io_pool pool;
+  tr::options opt;
+  opt.pre_auth_max_pending = 1;
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  tr::req_server srv(pool.io, local_tcp(), opt, [&](value body, std::shared_ptr<tr::responder> r) {
+    std::lock_guard lk(mu);
+    workers.emplace_back([body = std::move(body), r = std::move(r)]() mutable {
+      std::this_thread::sleep_for(20ms);
+      r->reply(value{{"echo", std::move(body)}});
+    });
+  });
+  ASSERT_TRUE(srv.start());
+  raw_conn conn(srv.bound_port());
+  std::string three;
+  for (int i = 0; i < 3; ++i) three += wire::pack_frame(value::object({{"mid", std::to_string(i)}}), value{{"i", i}});
+  ASSERT_TRUE(conn.write_all(three));
+  wire::frame_parser parser;
+  std::vector<wire::frame> got;
+  char buf[4096];
+  while (got.size() < 3) {
+    auto n = ::recv(conn.fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << "replies missing: " << got.size() << " of 3";
+    parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    for (;;) {
+      auto f = parser.next();
+      ASSERT_TRUE(f) << f.error().message();
+      if (!*f) break;
+      got.push_back(std::move(**f));
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].head["mid"], std::to_string(i));
+    EXPECT_EQ(got[i].body["echo"]["i"], i);
+  }
+  srv.stop();
+  std::lock_guard lk(mu);
+  for (auto& t : workers) t.join();
 }
 
 TEST(TransportPreAuth, descriptor_reserve_refuses_and_keeps_serving) {
