@@ -200,8 +200,10 @@ bool server_session::reply_done(std::shared_ptr<const std::string> frame) {
   if (!queued) frame.reset();
   if (!frame && !resume) return queued;
   if (sock_.get_executor().running_in_this_thread()) {
+    // A handler answering inline: its frames are being drained further up this stack,
+    // so the reads resume from the queue, as request_done() does.
     if (frame) enqueue(std::move(frame));
-    if (resume) resume_reading();
+    if (resume) asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
     return queued;
   }
   asio::post(sock_.get_executor(), [self = shared_from_this(), f = std::move(frame), resume]() mutable {

@@ -1436,47 +1436,56 @@ TEST(TransportPreAuth, pending_requests_pause_reading) {
   EXPECT_TRUE(handled.wait_for(5));
 }
 
-// An unauthenticated connection answered from another thread (a worker): each reply
-// arrives, in order, and reads resume after it (reply and request end in one hop).
-TEST(TransportPreAuth, replies_from_another_thread_arrive_and_resume_reading) {
-  io_pool pool;
-  tr::options opt;
-  opt.pre_auth_max_pending = 1;
-  std::vector<std::thread> workers;
-  std::mutex mu;
-  tr::req_server srv(pool.io, local_tcp(), opt, [&](value body, std::shared_ptr<tr::responder> r) {
-    std::lock_guard lk(mu);
-    workers.emplace_back([body = std::move(body), r = std::move(r)]() mutable {
-      std::this_thread::sleep_for(20ms);
-      r->reply(value{{"echo", std::move(body)}});
+// An unauthenticated connection answered from another thread (a worker) or inline by
+// the handler: each reply arrives, in order, and reads resume after it (the reply and
+// the request's end in one hop; inline, the reads resume from the queue, not from inside
+// the reply).
+TEST(TransportPreAuth, replies_from_another_thread_or_inline_arrive_and_resume_reading) {
+  for (const bool inline_reply : {false, true}) {
+    SCOPED_TRACE(inline_reply ? "inline" : "another thread");
+    io_pool pool;
+    tr::options opt;
+    opt.pre_auth_max_pending = 1;
+    std::vector<std::thread> workers;
+    std::mutex mu;
+    tr::req_server srv(pool.io, local_tcp(), opt, [&](value body, std::shared_ptr<tr::responder> r) {
+      if (inline_reply) {
+        r->reply(value{{"echo", std::move(body)}});
+        return;
+      }
+      std::lock_guard lk(mu);
+      workers.emplace_back([body = std::move(body), r = std::move(r)]() mutable {
+        std::this_thread::sleep_for(20ms);
+        r->reply(value{{"echo", std::move(body)}});
+      });
     });
-  });
-  ASSERT_TRUE(srv.start());
-  raw_conn conn(srv.bound_port());
-  std::string three;
-  for (int i = 0; i < 3; ++i) three += wire::pack_frame(value::object({{"mid", std::to_string(i)}}), value{{"i", i}});
-  ASSERT_TRUE(conn.write_all(three));
-  wire::frame_parser parser;
-  std::vector<wire::frame> got;
-  char buf[4096];
-  while (got.size() < 3) {
-    auto n = ::recv(conn.fd, buf, sizeof buf, 0);
-    ASSERT_GT(n, 0) << "replies missing: " << got.size() << " of 3";
-    parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
-    for (;;) {
-      auto f = parser.next();
-      ASSERT_TRUE(f) << f.error().message();
-      if (!*f) break;
-      got.push_back(std::move(**f));
+    ASSERT_TRUE(srv.start());
+    raw_conn conn(srv.bound_port());
+    std::string three;
+    for (int i = 0; i < 3; ++i) three += wire::pack_frame(value::object({{"mid", std::to_string(i)}}), value{{"i", i}});
+    ASSERT_TRUE(conn.write_all(three));
+    wire::frame_parser parser;
+    std::vector<wire::frame> got;
+    char buf[4096];
+    while (got.size() < 3) {
+      auto n = ::recv(conn.fd, buf, sizeof buf, 0);
+      ASSERT_GT(n, 0) << "replies missing: " << got.size() << " of 3";
+      parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      for (;;) {
+        auto f = parser.next();
+        ASSERT_TRUE(f) << f.error().message();
+        if (!*f) break;
+        got.push_back(std::move(**f));
+      }
     }
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(got[i].head["mid"], std::to_string(i));
+      EXPECT_EQ(got[i].body["echo"]["i"], i);
+    }
+    srv.stop();
+    std::lock_guard lk(mu);
+    for (auto& t : workers) t.join();
   }
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(got[i].head["mid"], std::to_string(i));
-    EXPECT_EQ(got[i].body["echo"]["i"], i);
-  }
-  srv.stop();
-  std::lock_guard lk(mu);
-  for (auto& t : workers) t.join();
 }
 
 TEST(TransportPreAuth, descriptor_reserve_refuses_and_keeps_serving) {
