@@ -445,9 +445,19 @@ bool job_cache::known_job(const std::string& jid, const fs::path& dir, bool& noc
 }
 
 fs::path job_cache::job_dir(const std::string& jid) const {
+  // Every return of a job asks for its directory (a digest of the jid and a path built
+  // from it): the last one is kept per thread, for this cache's directory and hash type.
+  struct last_dir {
+    std::string root, hash_type, jid;
+    fs::path dir;
+  };
+  thread_local last_dir last;
+  if (!jid.empty() && last.jid == jid && last.hash_type == hash_type_ && last.root == dir_.native()) return last.dir;
   auto d = crypto::hash_hex(jid, hash_type_);
   const std::string h = d ? *d : std::string(64, '0');
-  return dir_ / h.substr(0, 2) / h.substr(2);
+  fs::path dir = dir_ / h.substr(0, 2) / h.substr(2);
+  if (d) last = last_dir{dir_.native(), hash_type_, jid, dir};
+  return dir;
 }
 
 result<void> job_cache::save_load(const std::string& jid, const wire::value& load,

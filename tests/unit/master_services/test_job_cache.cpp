@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "core/crypto/rsa.hpp"
 #include "core/wire/msgpack.hpp"
 #include "master/job_cache.hpp"
 #include "test_util.hpp"
@@ -121,6 +122,23 @@ TEST(JobCache, ExactLayoutAndBytes) {
   EXPECT_EQ(rets["m1"]["out"], "nested");
   EXPECT_FALSE(rets["m2"].contains("out"));
   EXPECT_EQ(jc.get_minions(kJid), (std::vector<std::string>{"m1", "m2"}));
+}
+
+// job_dir keeps the last directory per thread: caches of other directories or hash
+// types, and other jids, still get their own.
+TEST(JobCache, JobDirOfEachCacheAndJid) {
+  temp_dir d1, d2;
+  master::job_cache a(d1.path), b(d2.path), c(d1.path, "md5");
+  const std::string other = "20240101000000000001";
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(a.job_dir(kJid), d1.path / kDir);
+    EXPECT_EQ(b.job_dir(kJid), d2.path / kDir);
+    const std::string md5 = *crypto::hash_hex(kJid, "md5");
+    EXPECT_EQ(c.job_dir(kJid), d1.path / "jobs" / md5.substr(0, 2) / md5.substr(2));
+    const std::string h = *crypto::hash_hex(other, "sha256");
+    EXPECT_EQ(a.job_dir(other), d1.path / "jobs" / h.substr(0, 2) / h.substr(2));
+    EXPECT_EQ(a.job_dir(kJid), a.job_dir(kJid));
+  }
 }
 
 TEST(JobCache, PythonSaltReadsIt) {
