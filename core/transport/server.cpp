@@ -503,16 +503,6 @@ void server_session::do_close() {
 // ---------------------------------------------------------------------------------
 // server_base
 
-namespace {
-// Where the listening socket waits: with session contexts, on the first of them (one
-// thread: an accept completes there without waking the threads of the shared io_context
-// in turn, and a connection handed to that context starts without a wake-up).
-asio::io_context& accept_context(asio::io_context& io, const options& opt) {
-  if (const auto& cs = opt.session_contexts; cs && !cs->empty() && cs->front()) return *cs->front();
-  return io;
-}
-}  // namespace
-
 server_base::server_base(asio::io_context& io, endpoint ep, options opt, const char* kind)
     : io_(io),
       opt_(std::move(opt)),
@@ -520,8 +510,8 @@ server_base::server_base(asio::io_context& io, endpoint ep, options opt, const c
       kind_(kind),
       sweep_timer_(io),
       ep_(std::move(ep)),
-      acceptor_(accept_context(io, opt_)),
-      retry_timer_(accept_context(io, opt_)) {}
+      acceptor_(io),
+      retry_timer_(io) {}
 
 server_base::~server_base() {
   error_code ec;

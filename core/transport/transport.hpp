@@ -110,9 +110,8 @@ struct options {
   int listen_fd = -1;
   // Server side: accepted connections are spread over these io_contexts, one after the
   // other; each is meant to be run by one thread, so a connection's reads, writes and
-  // inline handlers stay on that thread, with no hand-over between threads. The listening
-  // socket waits on the first of them. They must outlive the server. Empty or null: the
-  // server's own io_context.
+  // inline handlers stay on that thread, with no hand-over between threads. They must
+  // outlive the server. Empty or null: the server's own io_context.
   std::shared_ptr<const std::vector<asio::io_context*>> session_contexts;
 };
 

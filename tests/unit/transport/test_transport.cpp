@@ -331,28 +331,6 @@ TEST(Transport, session_contexts_take_the_connections_in_turn) {
   EXPECT_EQ(on[1], 2);
 }
 
-// With session contexts the listening socket waits on the first of them: connections are
-// accepted and answered while the server's own io_context is not run at all.
-TEST(Transport, session_contexts_accept_without_the_servers_io_context) {
-  asio::io_context idle;  // the server's io_context: never run
-  io_pool conn(1);
-  io_pool clients;
-  tr::options opt;
-  opt.session_contexts = std::make_shared<std::vector<asio::io_context*>>(std::vector{&conn.io});
-  tr::req_server srv(idle, local_tcp(), opt, [](value body, std::shared_ptr<tr::responder> r) {
-    r->reply(value{{"echo", std::move(body)}});
-  });
-  ASSERT_TRUE(srv.start());
-  for (int i = 0; i < 3; ++i) {
-    auto c = tr::req_client::create(clients.io.get_executor(), local_tcp(srv.bound_port()));
-    auto f = asio::co_spawn(clients.io, c->request(value{{"i", i}}, 10s), asio::use_future);
-    auto r = get(f);
-    ASSERT_TRUE(r) << r.error().message();
-    EXPECT_EQ((*r)["echo"]["i"], i);
-  }
-  srv.stop();
-}
-
 // context_pool: one thread per io_context, and release() lets each run() return once its
 // work is done (join() then ends without stop()).
 TEST(Transport, context_pool_runs_each_context_on_a_thread_of_its_own) {
