@@ -190,8 +190,12 @@ bool server_session::finish_request() {
   return opt_->pre_auth_max_pending > 0 && left < opt_->pre_auth_max_pending && !authenticated();
 }
 
+void server_session::post_resume() {
+  asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
+}
+
 void server_session::request_done() {
-  if (finish_request()) asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
+  if (finish_request()) post_resume();
 }
 
 bool server_session::reply_done(std::shared_ptr<const std::string> frame) {
@@ -203,7 +207,7 @@ bool server_session::reply_done(std::shared_ptr<const std::string> frame) {
     // A handler answering inline: its frames are being drained further up this stack,
     // so the reads resume from the queue, as request_done() does.
     if (frame) enqueue(std::move(frame));
-    if (resume) asio::post(sock_.get_executor(), [self = shared_from_this()] { self->resume_reading(); });
+    if (resume) post_resume();
     return queued;
   }
   asio::post(sock_.get_executor(), [self = shared_from_this(), f = std::move(frame), resume]() mutable {

@@ -92,6 +92,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   bool charge_pre_auth(std::size_t incoming);  // false: closed (budget exhausted)
   void release_budget() noexcept;
   void resume_reading();
+  void post_resume();  // resume_reading() later, on the strand
   wire::limits current_limits() const noexcept;
   // send()'s admission: counts the frame against the queue bounds; false when closed or
   // over them (then dropped or the session is closed, as options say).
