@@ -257,6 +257,11 @@ class Minion(Node):
         self.opts.update(opts)
         self.write_config()
 
+    def ran_job(self, jid: str) -> bool:
+        """Whether this minion executed job jid (its log names the jid when it starts it)."""
+        log = Path(self.opts["log_file"])
+        return log.exists() and f"with jid {jid}" in log.read_text(errors="replace")
+
     def salt_call(self, *args, timeout=60, binary_dir: Path | None = None):
         exe = str((binary_dir or BIN) / "salt-call")
         prefix = self.host.wrap() if self.host is not None else []

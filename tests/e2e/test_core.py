@@ -216,10 +216,6 @@ def test_master_sigkill_with_returns_only_in_the_journal_loses_none(env):
     log = Path(master.opts["log_file"])
     replay = re.compile(r"job cache journal: (\d+) return\(s\) written into the job cache at start")
 
-    def ran(jid):  # the minions that executed the job (their logs)
-        return {n for n, m in minions.items()
-                if f"with jid {jid}" in Path(m.opts["log_file"]).read_text(errors="replace")}
-
     for attempt in range(4):
         jids, stop = [], threading.Event()
 
@@ -240,7 +236,7 @@ def test_master_sigkill_with_returns_only_in_the_journal_loses_none(env):
         before = len(replay.findall(log.read_text(errors="replace")))
         master.start().wait_ready()
         for k, jid in enumerate(jids):
-            got = ran(jid)
+            got = {n for n, m in minions.items() if m.ran_job(jid)}
             if k < len(jids) - 1:
                 assert got == set(names), (jid, sorted(got))
             want = {n: "kept" for n in got}
