@@ -632,6 +632,9 @@ void server_base::begin_accepting() {
   struct rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fd_limit_ = rl.rlim_cur;
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  error_code ec;
+  acceptor_.native_non_blocking(true, ec);  // accept4() in on_listener_ready must not block
+  if (ec) spdlog::error("transport: {} server: listener not non-blocking: {}", kind_, ec.message());
   accept_next();
   if (opt_.frame_timeout.count() > 0 || opt_.pre_auth_idle_timeout.count() > 0) arm_sweep();
 }
@@ -747,51 +750,87 @@ void server_base::shed_backlog() {  // acc_mu_ held
 }
 
 void server_base::accept_next() {
-  asio::io_context* ctx = &io_;
-  if (const auto& cs = opt_.session_contexts; cs && !cs->empty())
-    ctx = (*cs)[next_context_.fetch_add(1, std::memory_order_relaxed) % cs->size()];
-  acceptor_.async_accept(asio::make_strand(*ctx), [self = shared_from_this()](const error_code& ec,
-                                                                              server_socket sock) mutable {
-    self->on_accept(ec, std::move(sock));
-  });
+  acceptor_.async_wait(asio::socket_base::wait_read,
+                       [self = shared_from_this()](const error_code& ec) { self->on_listener_ready(ec); });
 }
 
-void server_base::on_accept(const error_code& ec, server_socket sock) {
+void server_base::on_listener_ready(const error_code& ec) {
   if (ec) {
-    if (ec == asio::error::operation_aborted || stopped_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_accept_log_ > std::chrono::seconds(1)) {
-      last_accept_log_ = now;
-      spdlog::warn("transport: {} server accept failed on {}: {}", kind_, describe(ep_), ec.message());
-    }
-    const bool no_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE;
-    const bool backoff = no_fds || ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
-    std::lock_guard lk(acc_mu_);
-    if (!acceptor_.is_open()) return;
-    if (no_fds) shed_backlog();
-    if (backoff) {
-      retry_timer_.expires_after(std::chrono::milliseconds(100));
-      retry_timer_.async_wait([self = shared_from_this()](const error_code& tec) {
-        if (tec) return;
-        std::lock_guard lk2(self->acc_mu_);
-        if (self->acceptor_.is_open()) self->accept_next();
-      });
-    } else {
-      accept_next();
-    }
+    on_accept_error(ec);
     return;
   }
+  // Up to kBatch connections per turn, then a post: the other handlers on io_ get their
+  // turn during a storm. The wait resumes only once accept4() says EAGAIN (the reactor is
+  // edge-triggered; a new wait re-arms it).
+  constexpr int kBatch = 32;
+  for (int n = 0; n < kBatch; ++n) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd = -1, err = 0;
+    {
+      std::lock_guard lk(acc_mu_);
+      if (!acceptor_.is_open() || stopped_) return;
+      fd = ::accept4(acceptor_.native_handle(), reinterpret_cast<sockaddr*>(&addr), &len,
+                     SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK) {
+          accept_next();
+          return;
+        }
+      }
+    }
+    if (fd >= 0) {
+      on_accepted(fd, addr, len);
+      continue;
+    }
+    // accept(2): errors of the new connection itself (it is gone) are retried at once.
+    switch (err) {
+      case EINTR: case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN: case ENOPROTOOPT:
+      case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH:
+        continue;
+      default:
+        on_accept_error(error_code(err, asio::error::get_system_category()));
+        return;
+    }
+  }
+  asio::post(io_, [self = shared_from_this()] { self->on_listener_ready({}); });
+}
+
+void server_base::on_accept_error(const error_code& ec) {
+  if (ec == asio::error::operation_aborted || stopped_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_log_ > std::chrono::seconds(1)) {
+    last_accept_log_ = now;
+    spdlog::warn("transport: {} server accept failed on {}: {}", kind_, describe(ep_), ec.message());
+  }
+  const bool no_fds = ec == asio::error::no_descriptors || ec.value() == ENFILE;
+  const bool backoff = no_fds || ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+  std::lock_guard lk(acc_mu_);
+  if (!acceptor_.is_open()) return;
+  if (no_fds) shed_backlog();
+  if (backoff) {
+    retry_timer_.expires_after(std::chrono::milliseconds(100));
+    retry_timer_.async_wait([self = shared_from_this()](const error_code& tec) {
+      if (tec) return;
+      std::lock_guard lk2(self->acc_mu_);
+      if (self->acceptor_.is_open()) self->accept_next();
+    });
+  } else {
+    accept_next();
+  }
+}
+
+void server_base::on_accepted(int fd, const sockaddr_storage& addr, socklen_t addr_len) {
   peer_info peer;
   peer.conn_id = next_conn_id_.fetch_add(1);
-  error_code pec;
-  auto rep = sock.remote_endpoint(pec);
-  peer.address = pec ? std::string("unknown") : format_peer(rep.data(), rep.size());
+  peer.address = addr_len > 0 ? format_peer(&addr, addr_len) : std::string("unknown");
   if (!is_tcp_) {
     // The CLI socket: who is calling, as the kernel knows it (publisher_acl needs the
     // caller's uid, not the user name the client claims).
     struct ucred cr {};
     socklen_t crlen = sizeof cr;
-    if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0 && crlen == sizeof cr) {
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0 && crlen == sizeof cr) {
       peer.uid = static_cast<std::uint32_t>(cr.uid);
       peer.gid = static_cast<std::uint32_t>(cr.gid);
     }
@@ -802,8 +841,19 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
   {
     std::lock_guard lk(mu_);
     if (!stopped_) {
-      refused = refuse_reason_locked(source, sock.native_handle());
+      refused = refuse_reason_locked(source, fd);
       if (refused.empty()) {
+        asio::io_context* ctx = &io_;
+        if (const auto& cs = opt_.session_contexts; cs && !cs->empty())
+          ctx = (*cs)[next_context_.fetch_add(1, std::memory_order_relaxed) % cs->size()];
+        server_socket sock(asio::make_strand(*ctx));
+        error_code aec;
+        sock.assign(asio::generic::stream_protocol(addr.ss_family, is_tcp_ ? IPPROTO_TCP : 0), fd, aec);
+        if (aec) {
+          ::close(fd);
+          if (fd_log_.hit()) spdlog::error("transport: {} server cannot take a connection: {}", kind_, aec.message());
+          return;
+        }
         s = std::make_shared<server_session>(std::move(sock), sopt_, std::move(peer), weak_from_this(), make_codec());
         if (!opt_.authenticated_from_start) {
           ++unauth_total_;
@@ -818,8 +868,7 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
   if (!refused.empty()) {
     // Closed at once: the refusal costs one accept and one close, and is logged once
     // per interval with a count.
-    error_code cec;
-    sock.close(cec);
+    ::close(fd);
     ++refused_;
     if (refused == "fd") {
       if (fd_log_.hit()) {
@@ -841,9 +890,9 @@ void server_base::on_accept(const error_code& ec, server_socket sock) {
   if (s) {
     spdlog::debug("transport: {} server accepted connection {} from {}", kind_, s->id(), s->peer().address);
     s->start();
+  } else if (refused.empty()) {
+    ::close(fd);  // the server stopped meanwhile
   }
-  std::lock_guard lk(acc_mu_);
-  if (acceptor_.is_open()) accept_next();
 }
 
 void server_base::on_session_closed(const std::shared_ptr<server_session>& s) {

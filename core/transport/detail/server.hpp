@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -166,8 +167,13 @@ class server_base : public session_hooks, public std::enable_shared_from_this<se
   result<void> prepare_unix_path();
   result<void> adopt_listener();  // options::listen_fd (acc_mu_ held)
   void begin_accepting();         // after listen (acc_mu_ held)
+  // The accept loop waits for the listener to be readable and calls accept4() itself, then
+  // hands each descriptor to a socket on its session context. No pending operation on io_
+  // holds an object of a session context, so the contexts may end in any order.
   void accept_next();  // acc_mu_ held
-  void on_accept(const error_code& ec, server_socket sock);
+  void on_listener_ready(const error_code& ec);
+  void on_accept_error(const error_code& ec);
+  void on_accepted(int fd, const sockaddr_storage& addr, socklen_t addr_len);
   // Accepts and closes what waits in the backlog when accept() failed with EMFILE
   // (the spare-descriptor trick), so a full process does not spin on readiness.
   void shed_backlog();

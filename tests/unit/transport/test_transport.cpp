@@ -331,6 +331,65 @@ TEST(Transport, session_contexts_take_the_connections_in_turn) {
   EXPECT_EQ(on[1], 2);
 }
 
+// Teardown in any order: the server's context runs after the session contexts are gone.
+// The accept loop keeps nothing of a session context in an operation pending on the
+// server's context (an async_accept onto a session strand did: its aborted completion, run
+// or destroyed later, touched the freed context; ASan saw it in CI).
+TEST(Transport, session_contexts_may_end_before_the_server_context) {
+  auto server_ctx = std::make_unique<io_pool>(1);
+  std::vector<std::unique_ptr<io_pool>> conns;
+  auto list = std::make_shared<std::vector<asio::io_context*>>();
+  for (int i = 0; i < 2; ++i) {
+    conns.push_back(std::make_unique<io_pool>(1));
+    list->push_back(&conns.back()->io);
+  }
+  tr::options opt;
+  opt.session_contexts = list;
+  auto srv = std::make_unique<tr::req_server>(server_ctx->io, local_tcp(), opt, echo_handler());
+  ASSERT_TRUE(srv->start());
+  {
+    auto c = tr::req_client::create(server_ctx->io.get_executor(), local_tcp(srv->bound_port()));
+    auto f = asio::co_spawn(server_ctx->io, c->request(value{{"i", 1}}, 10s), asio::use_future);
+    auto r = get(f);
+    ASSERT_TRUE(r) << r.error().message();
+    c->close();
+  }
+  // The server's context stops first, so what stop() aborts stays queued there.
+  server_ctx->guard.reset();
+  server_ctx->io.stop();
+  for (auto& t : server_ctx->threads) t.join();
+  server_ctx->threads.clear();
+  srv->stop();
+  conns.clear();  // the session contexts end
+  server_ctx->io.restart();
+  server_ctx->io.run_for(200ms);  // the aborted wait completes now
+  srv.reset();
+  server_ctx.reset();
+  SUCCEED();
+}
+
+// A backlog larger than one accept batch is taken whole, and the listener is waited on
+// again afterwards: connections queued before the server's context runs, then one more.
+TEST(Transport, a_full_backlog_is_accepted_and_the_listener_rearmed) {
+  constexpr int N = 100;
+  asio::io_context io;
+  tr::req_server srv(io, local_tcp(), {}, echo_handler());
+  ASSERT_TRUE(srv.start());
+  std::vector<asio::ip::tcp::socket> socks;
+  for (int i = 0; i < N; ++i) {
+    socks.emplace_back(io);
+    socks.back().connect({asio::ip::make_address("127.0.0.1"), srv.bound_port()});  // the kernel completes it
+  }
+  std::thread t([&] { io.run_for(5s); });
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == N; })) << srv.connection_count();
+  socks.emplace_back(io);
+  socks.back().connect({asio::ip::make_address("127.0.0.1"), srv.bound_port()});
+  EXPECT_TRUE(eventually([&] { return srv.connection_count() == N + 1; })) << srv.connection_count();
+  srv.stop();
+  io.stop();
+  t.join();
+}
+
 // context_pool: one thread per io_context, and release() lets each run() return once its
 // work is done (join() then ends without stop()).
 TEST(Transport, context_pool_runs_each_context_on_a_thread_of_its_own) {
