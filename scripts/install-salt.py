@@ -55,9 +55,10 @@ with tempfile.TemporaryDirectory() as tmp:
 reqs += ["msgpack", "cryptography"]
 relaxed = []
 for attempt in range(10):
-    req_file = Path(tempfile.mktemp(suffix=".txt"))
-    req_file.write_text("\n".join(reqs) + "\n")
-    p = subprocess.run(pip + ["install", "-r", str(req_file)], capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:  # removed afterwards, also on failure
+        req_file = Path(tmp) / "requirements.txt"
+        req_file.write_text("\n".join(reqs) + "\n")
+        p = subprocess.run(pip + ["install", "-r", str(req_file)], capture_output=True, text=True)
     if p.returncode == 0:
         break
     m = re.search(r"No matching distribution found for ([A-Za-z0-9_.\-]+)", p.stderr)
