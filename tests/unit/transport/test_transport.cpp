@@ -930,12 +930,15 @@ TEST(Transport, publishes_from_many_threads_arrive_whole_and_in_order_through_a_
 }
 
 TEST(Transport, slow_reader_disconnected_others_keep_receiving) {
-  io_pool pool;
-  tr::options opt;
-  opt.max_queue_bytes = 256 * 1024;
+  // What the callbacks touch outlives the threads that run them (declared before the
+  // pool): a connection the server's stop closes reports its presence on a pool thread.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::pair<std::string, bool>> presence;
+  counter good_received;
+  io_pool pool;
+  tr::options opt;
+  opt.max_queue_bytes = 256 * 1024;
   tr::pub_server srv(
       pool.io, local_tcp(), opt, [](const value& body, const tr::peer_info&) { return id_of(body); },
       [&](const std::string& id, bool up) {
@@ -950,7 +953,6 @@ TEST(Transport, slow_reader_disconnected_others_keep_receiving) {
     return std::find(presence.begin(), presence.end(), std::make_pair(id, up)) != presence.end();
   };
 
-  counter good_received;
   auto good = tr::pub_client::create(pool.io.get_executor());
   auto f = asio::co_spawn(pool.io,
                           good->connect(
