@@ -797,8 +797,8 @@ TEST(Transport, a_listener_group_spreads_connections_over_its_servers) {
 }
 
 TEST(Transport, publish_to_reaches_only_identified_ids) {
-  io_pool pool;
   counter hellos, online;
+  io_pool pool;  // after what the callbacks touch: its threads are joined first
   tr::pub_server srv(
       pool.io, local_tcp(), {},
       [&](const value& body, const tr::peer_info&) {
@@ -846,8 +846,8 @@ TEST(Transport, publish_to_reaches_only_identified_ids) {
 }
 
 TEST(Transport, disconnect_closes_only_that_ids_connections) {
-  io_pool pool;
   counter online, offline;
+  io_pool pool;  // after what the callbacks touch: its threads are joined first
   tr::pub_server srv(
       pool.io, local_tcp(), {}, [&](const value& body, const tr::peer_info&) { return id_of(body); },
       [&](const std::string&, bool up) { (up ? online : offline).add(); });
@@ -987,11 +987,11 @@ TEST(Transport, slow_reader_disconnected_others_keep_receiving) {
 }
 
 TEST(Transport, presence_events_first_identify_last_close) {
-  io_pool pool;
   counter hellos;
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::pair<std::string, bool>> events;
+  io_pool pool;  // after what the callbacks touch: its threads are joined first
   tr::pub_server srv(
       pool.io, local_tcp(), {},
       [&](const value& body, const tr::peer_info&) {
@@ -1041,11 +1041,11 @@ TEST(Transport, presence_events_first_identify_last_close) {
 // A hello decided later, off the strand (the key read on a worker thread): identify()
 // files the connection under its id, reports presence, and refuses a closed connection.
 TEST(Transport, pub_server_identifies_later_from_another_thread) {
-  io_pool pool;
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::uint64_t> conns;
   std::vector<std::pair<std::string, bool>> events;
+  io_pool pool;  // after what the callbacks touch: its threads are joined first
   tr::pub_server srv(
       pool.io, local_tcp(), {},
       [&](const value&, const tr::peer_info& p) -> std::optional<std::string> {
@@ -1091,8 +1091,8 @@ TEST(Transport, pub_server_identifies_later_from_another_thread) {
 }
 
 TEST(Transport, pub_client_reports_closed_once_and_reconnects) {
-  io_pool pool;
   counter online;
+  io_pool pool;  // after what the callbacks touch: its threads are joined first
   auto srv = std::make_unique<tr::pub_server>(
       pool.io, local_tcp(), tr::options{}, [](const value& body, const tr::peer_info&) { return id_of(body); },
       [&](const std::string&, bool up) {
