@@ -1,28 +1,17 @@
 #!/usr/bin/env python3
-"""Medians of bench/results/goal2-s29/run.sh's runs: python3 summary.py OUT_DIR"""
-import collections
-import glob
-import json
-import re
-import statistics as st
+"""Medians of bench/results/goal2-s29/run.sh's runs: python3 summary.py OUT_DIR
+(the table of bench/results/goal2-s30/summary.py, every non-zero count, and the pairs)"""
+import importlib.util
+import pathlib
 import sys
 
-rows = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    v, t, i = f.rsplit("/", 1)[-1][:-5].rsplit("-", 2)
-    r = json.load(open(f))["results"]["auth_storm"]["1000"]["sylvite"]
-    m = re.search(r"([\d,]+)\s+context-switches", open(f[:-5] + ".stat").read())
-    cs = int(m.group(1).replace(",", "")) if m else None
-    rows[(t, v)].append((int(i), r["rsa_ceiling_fraction"], r["master_cpu_ms_per_auth"],
-                         r["master_cpu_ms_per_auth"] * r["rsa_private_ops_per_core_s"] / 1000, cs,
-                         r["signed_in"], r["rsa_private_ops_per_core_s"]))
-print("transport variant runs | fraction median (range) | CPU/sign-in median | private-op equivalents median |"
-      " context switches median | signed in | RSA ops/core-s range")
-for (t, v), rs in sorted(rows.items()):
-    fr = [x[1] for x in rs]
-    print(f"{t} {v} {len(rs)} | {st.median(fr):.3f} ({min(fr):.3f}-{max(fr):.3f}) | {st.median(x[2] for x in rs):.2f} ms"
-          f" | {st.median(x[3] for x in rs):.3f} | {st.median(x[4] for x in rs if x[4]):.0f}"
-          f" | {min(x[5] for x in rs)}-{max(x[5] for x in rs)} | {min(x[6] for x in rs):.0f}-{max(x[6] for x in rs):.0f}")
+spec = importlib.util.spec_from_file_location(
+    "s30", pathlib.Path(__file__).resolve().parents[1] / "goal2-s30" / "summary.py")
+s30 = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(s30)
+
+rows = s30.load(sys.argv[1])
+s30.table(rows, 1, label="variant")
 for t in sorted({k[0] for k in rows}):
     b = {x[0]: x[1] for x in rows[(t, "before")]}
     a = {x[0]: x[1] for x in rows[(t, "after")]}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 21 goal 2, session 30: the auth storm with several master builds taking turns (TCP
-# and ZeroMQ, 1,000 swarm minions, sylvite only, the first build's swarm for all), with the
+# and ZeroMQ, 1,000 swarm minions, sylvite only, the first build's swarm for all unless
+# SWARM names one), with the
 # context switches of the restarted master counted over the storm (perf stat, 7 s from the
 # new master's start), as bench/results/goal2-s29/run.sh does for two builds.
 # Usage (root, repository root):
@@ -11,7 +12,7 @@ out=$1 n=$2
 shift 2
 names=() bins=()
 for a in "$@"; do names+=("${a%%=*}"); bins+=("$(cd "${a#*=}" && pwd)"); done
-swarm=${bins[0]}/sylvite-swarm
+swarm=${SWARM:-${bins[0]}/sylvite-swarm}  # SWARM=PATH: another build's swarm
 mkdir -p "$out"
 for i in $(seq 1 "$n"); do
   for t in tcp zeromq; do
