@@ -2,12 +2,17 @@
 // hello handler; a registry id -> {conn_id -> weak session} serves targeted publishes
 // and presence. Fan-out copies weak pointers under the lock and queues the one shared
 // frame buffer on every session outside it.
-// Thread-safety: public methods are thread-safe. Lock order: presence_mu_ then mu_;
-// presence callbacks run with presence_mu_ held (so events for one id never reorder)
-// and must not call back into this server's presence-changing paths (none are public).
+// Thread-safety: public methods are thread-safe. Lock order: hello_mu_ (shared) then
+// presence_mu_ then mu_; presence callbacks run with presence_mu_ held (so events for one
+// id never reorder) and must not call back into this server's presence-changing paths
+// (none are public) nor stop it. Once stop() (or the destructor) returns, neither handler
+// runs again: stop waits for a hello or presence call in progress, and the connections it
+// closes afterwards report to nobody. So the handlers may capture what the owner destroys
+// after stop().
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <shared_mutex>
 #include <unordered_set>
 
 #include "core/transport/detail/server.hpp"
@@ -22,9 +27,22 @@ struct pub_server::impl final : detail::server_base {
 
   void on_frame(const session_ptr& s, wire::frame&& f) override {
     if (!hello_) return;
+    std::shared_lock hl(hello_mu_);  // stop() waits for a hello in progress
+    if (silenced_hello_) return;
     std::optional<std::string> id = hello_(f.body, s->peer());  // exceptions caught by the session
     if (!id || id->empty()) return;
     identify(s, *id);
+  }
+
+  // After this returns no handler runs again (see the header comment).
+  void stop_and_silence() {
+    server_base::stop();
+    {
+      std::unique_lock hl(hello_mu_);
+      silenced_hello_ = true;
+    }
+    std::lock_guard pl(presence_mu_);
+    silenced_presence_ = true;
   }
 
   bool identify_conn(std::uint64_t conn_id, const std::string& id) {
@@ -87,8 +105,9 @@ struct pub_server::impl final : detail::server_base {
     return id;
   }
 
+  // presence_mu_ held.
   void notify(const std::string& id, bool connected) {
-    if (!presence_) return;
+    if (!presence_ || silenced_presence_) return;
     try {
       presence_(id, connected);
     } catch (const std::exception& e) {
@@ -151,7 +170,10 @@ struct pub_server::impl final : detail::server_base {
 
   hello_handler hello_;
   presence_handler presence_;
+  std::shared_mutex hello_mu_;
+  bool silenced_hello_ = false;  // guarded by hello_mu_
   std::mutex presence_mu_;
+  bool silenced_presence_ = false;  // guarded by presence_mu_
   // Guarded by server_base::mu_.
   std::unordered_map<std::uint64_t, std::string> ident_;
   std::unordered_map<std::string, std::unordered_map<std::uint64_t, std::weak_ptr<detail::server_session>>> by_id_;
@@ -160,10 +182,10 @@ struct pub_server::impl final : detail::server_base {
 pub_server::pub_server(asio::io_context& io, endpoint ep, options opt, hello_handler h, presence_handler p)
     : impl_(std::make_shared<impl>(io, std::move(ep), std::move(opt), std::move(h), std::move(p))) {}
 
-pub_server::~pub_server() { impl_->stop(); }
+pub_server::~pub_server() { impl_->stop_and_silence(); }
 
 result<void> pub_server::start() { return impl_->start(); }
-void pub_server::stop() { impl_->stop(); }
+void pub_server::stop() { impl_->stop_and_silence(); }
 std::uint16_t pub_server::bound_port() const { return impl_->bound_port(); }
 std::size_t pub_server::connection_count() const { return impl_->connection_count(); }
 

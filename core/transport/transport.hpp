@@ -188,6 +188,10 @@ class pub_server {
   pub_server(asio::io_context& io, endpoint ep, options opt, hello_handler h, presence_handler p = {});
   ~pub_server();
   result<void> start();
+  // Closes the listener and every connection. It waits for a hello or presence call in
+  // progress, and once it returns neither handler runs again (the connections it closes
+  // report no presence), so the handlers may capture what the owner destroys next. Not to
+  // be called from inside either handler.
   void stop();
   std::uint16_t bound_port() const;
 

@@ -986,6 +986,65 @@ TEST(Transport, slow_reader_disconnected_others_keep_receiving) {
   EXPECT_EQ(srv.connection_count(), 1u);
 }
 
+// After stop() returns the presence handler is never called again: the connections
+// stop() closes are reported to nobody, so a handler may capture what its owner destroys
+// right after stop().
+TEST(Transport, no_presence_event_after_stop_returns) {
+  std::atomic<bool> stop_returned{false};
+  std::atomic<int> up{0}, late{0};
+  io_pool pool;
+  tr::pub_server srv(
+      pool.io, local_tcp(), {}, [](const value& body, const tr::peer_info&) { return id_of(body); },
+      [&](const std::string&, bool connected) {
+        if (stop_returned) ++late;
+        if (connected) ++up;
+      });
+  ASSERT_TRUE(srv.start());
+  std::vector<std::unique_ptr<raw_conn>> conns;
+  for (int i = 0; i < 20; ++i) {
+    conns.push_back(std::make_unique<raw_conn>(srv.bound_port()));
+    ASSERT_GE(conns.back()->fd, 0);
+    ASSERT_TRUE(conns.back()->write_all(wire::pack_frame(value::object(), value{{"id", "m" + std::to_string(i)}})));
+  }
+  ASSERT_TRUE(eventually([&] { return up.load() == 20; }));
+  srv.stop();
+  stop_returned = true;
+  // The closes stop() started finish on the io threads; none may report.
+  ASSERT_TRUE(eventually([&] { return srv.connection_count() == 0; }));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(late.load(), 0);
+}
+
+// stop() waits for a hello handler in progress, and no hello starts after it returns.
+TEST(Transport, stop_waits_for_a_hello_in_progress) {
+  std::atomic<bool> in_hello{false}, hello_done{false}, stop_returned{false};
+  std::atomic<int> hellos{0}, late{0};
+  io_pool pool;
+  tr::pub_server srv(pool.io, local_tcp(), {}, [&](const value& body, const tr::peer_info&) {
+    if (stop_returned) ++late;
+    if (++hellos == 1) {
+      in_hello = true;
+      std::this_thread::sleep_for(300ms);
+      hello_done = true;
+    }
+    return id_of(body);
+  });
+  ASSERT_TRUE(srv.start());
+  raw_conn c(srv.bound_port());
+  ASSERT_GE(c.fd, 0);
+  ASSERT_TRUE(c.write_all(wire::pack_frame(value::object(), value{{"id", "a"}})));
+  ASSERT_TRUE(eventually([&] { return in_hello.load(); }));
+  srv.stop();
+  EXPECT_TRUE(hello_done.load()) << "stop() returned while the hello handler ran";
+  stop_returned = true;
+  // A hello on a connection made before the stop is not handled.
+  c.write_all(wire::pack_frame(value::object(), value{{"id", "b"}}));
+  ASSERT_TRUE(eventually([&] { return srv.connection_count() == 0; }));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(late.load(), 0);
+  EXPECT_EQ(hellos.load(), 1);
+}
+
 TEST(Transport, presence_events_first_identify_last_close) {
   counter hellos;
   std::mutex mu;
