@@ -8,6 +8,7 @@
 #   bench/results/goal2-s30/run.sh OUT_DIR ROUNDS NAME=BIN_DIR [NAME=BIN_DIR ...]
 # Summary: python3 bench/results/goal2-s30/summary.py OUT_DIR
 set -u
+. "$(dirname "$0")/../storm-master.sh"
 out=$1 n=$2
 shift 2
 names=() bins=()
@@ -21,14 +22,7 @@ for i in $(seq 1 "$n"); do
       bench/run --scenarios auth_storm --sizes 1000 --transport $t --only sylvite --sylvite-bin "${bins[$k]}" \
         --swarm "$swarm" --out "$f.json" > "$f.log" 2>&1 &
       bp=$!
-      first=
-      for _ in $(seq 1 600); do first=$(pgrep -n -x salt-master) && break; sleep 0.1; done
-      cur=$first
-      for _ in $(seq 1 1500); do  # the master the storm restarts
-        cur=$(pgrep -n -x salt-master)
-        if [ -n "$cur" ] && [ "$cur" != "$first" ]; then break; fi
-        sleep 0.02
-      done
+      cur=$(storm_master_pid)
       perf stat -e context-switches -p "$cur" -o "$f.stat" -- sleep 7 > /dev/null 2>&1
       wait $bp
     done

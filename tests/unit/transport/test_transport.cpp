@@ -32,6 +32,8 @@
 #include "core/transport/context_pool.hpp"
 #include "core/transport/detail/write_now.hpp"
 #include "core/transport/transport.hpp"
+#include "core/wire/msgpack.hpp"
+#include "tests/unit/transport/transport_test_util.hpp"
 
 namespace {
 
@@ -46,68 +48,8 @@ using namespace sylvite;
 namespace tr = sylvite::transport;
 namespace asio = boost::asio;
 using wire::value;
+using namespace sylvite::transport::testing;
 
-constexpr auto kWait = 30s;  // generous bound for anything that should happen "soon"
-
-// An io_context run by two threads (the daemons' model).
-struct io_pool {
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> guard{io.get_executor()};
-  std::vector<std::thread> threads;
-  explicit io_pool(int n = 2) {
-    for (int i = 0; i < n; ++i) threads.emplace_back([this] { io.run(); });
-  }
-  ~io_pool() {
-    guard.reset();
-    io.stop();
-    for (auto& t : threads) t.join();
-  }
-};
-
-// Counter with a condition variable: wait until it reaches a value.
-struct counter {
-  std::mutex mu;
-  std::condition_variable cv;
-  int n = 0;
-  void add(int k = 1) {
-    {
-      std::lock_guard lk(mu);
-      n += k;
-    }
-    cv.notify_all();
-  }
-  bool wait_for(int target, std::chrono::seconds d = kWait) {
-    std::unique_lock lk(mu);
-    return cv.wait_for(lk, d, [&] { return n >= target; });
-  }
-  int get() {
-    std::lock_guard lk(mu);
-    return n;
-  }
-};
-
-// Wait for a condition that has no event of its own (e.g. a connection count),
-// bounded by kWait.
-template <class Pred>
-bool eventually(Pred p) {
-  auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (!p()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-template <class T>
-T get(std::future<T>& f) {
-  if (f.wait_for(kWait) != std::future_status::ready) {
-    ADD_FAILURE() << "future not ready in time";
-    std::abort();  // a hung transport would otherwise hang the whole suite
-  }
-  return f.get();
-}
-
-tr::endpoint local_tcp(std::uint16_t port = 0) { return tr::endpoint{"127.0.0.1", port, {}}; }
 tr::endpoint local_unix(const std::string& path) { return tr::endpoint{{}, 0, path}; }
 
 std::string temp_dir() {
@@ -138,45 +80,6 @@ std::shared_ptr<const std::string> pub_frame(const value& body) {
   return std::make_shared<const std::string>(wire::pack_frame(value::object(), body));
 }
 
-// Blocking raw TCP connection for misbehaving peers.
-struct raw_conn {
-  int fd = -1;
-  explicit raw_conn(std::uint16_t port, int rcvbuf = 0) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    timeval tv{static_cast<time_t>(kWait.count()), 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~raw_conn() {
-    if (fd >= 0) ::close(fd);
-  }
-  bool write_all(const std::string& s) {
-    std::size_t off = 0;
-    while (off < s.size()) {
-      auto n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-  // Read until EOF/error; true if the peer closed (EOF or reset), false on timeout.
-  bool wait_closed() {
-    char buf[4096];
-    for (;;) {
-      auto n = ::recv(fd, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-    }
-  }
-};
 
 // ---------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@
 
 #include "core/transport/zmq.hpp"
 #include "core/wire/msgpack.hpp"
+#include "tests/unit/transport/transport_test_util.hpp"
 
 namespace {
 
@@ -44,69 +45,10 @@ using namespace sylvite;
 namespace tr = sylvite::transport;
 namespace asio = boost::asio;
 using wire::value;
+using namespace sylvite::transport::testing;
 
-constexpr auto kWait = 30s;           // generous bound for anything that should happen "soon"
 constexpr std::size_t kPoolCap = 8;   // REQ sockets per client (zmq_client.cpp, k_max_req_sockets)
 
-// An io_context run by two threads (the daemons' model).
-struct io_pool {
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> guard{io.get_executor()};
-  std::vector<std::thread> threads;
-  explicit io_pool(int n = 2) {
-    for (int i = 0; i < n; ++i) threads.emplace_back([this] { io.run(); });
-  }
-  void stop_and_join() {
-    guard.reset();
-    io.stop();
-    for (auto& t : threads)
-      if (t.joinable()) t.join();
-  }
-  ~io_pool() { stop_and_join(); }
-};
-
-struct counter {
-  std::mutex mu;
-  std::condition_variable cv;
-  int n = 0;
-  void add(int k = 1) {
-    {
-      std::lock_guard lk(mu);
-      n += k;
-    }
-    cv.notify_all();
-  }
-  bool wait_for(int target, std::chrono::seconds d = kWait) {
-    std::unique_lock lk(mu);
-    return cv.wait_for(lk, d, [&] { return n >= target; });
-  }
-  int get() {
-    std::lock_guard lk(mu);
-    return n;
-  }
-};
-
-// Wait for a condition that has no event of its own (a connection count), bounded by kWait.
-template <class Pred>
-bool eventually(Pred p, std::chrono::milliseconds d = kWait) {
-  auto deadline = std::chrono::steady_clock::now() + d;
-  while (!p()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
-template <class T>
-T get(std::future<T>& f) {
-  if (f.wait_for(kWait) != std::future_status::ready) {
-    ADD_FAILURE() << "future not ready in time";
-    std::abort();  // a hung transport would otherwise hang the whole suite
-  }
-  return f.get();
-}
-
-tr::endpoint local_tcp(std::uint16_t port = 0) { return tr::endpoint{"127.0.0.1", port, {}}; }
 
 // A TCP port on 127.0.0.1 with nobody listening (bound, then closed).
 std::uint16_t closed_port() {
@@ -174,44 +116,6 @@ void expect_good_round_trip(io_pool& pool, std::uint16_t port, int tag) {
   c->close();
 }
 
-// Blocking raw TCP connection for garbage.
-struct raw_conn {
-  int fd = -1;
-  explicit raw_conn(std::uint16_t port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~raw_conn() {
-    if (fd >= 0) ::close(fd);
-  }
-  bool write_all(const std::string& s) {
-    std::size_t off = 0;
-    while (off < s.size()) {
-      auto n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-  // Read until EOF/error; true if the peer closed (EOF or reset), false on timeout.
-  bool wait_closed() {
-    char buf[4096];
-    for (;;) {
-      auto n = ::recv(fd, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-    }
-  }
-};
 
 // Raw libzmq sockets on a context of the test's own (blocking calls on the test thread).
 struct raw_zmq {
