@@ -2,8 +2,11 @@
 #include "cluster/cluster_pki.hpp"
 
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <thread>
 
@@ -146,9 +149,13 @@ result<aes_file> load_or_create_aes(const fs::path& dir) {
   std::error_code ec;
   bool created = false;
   if (!fs::exists(p, ec)) {
+    // Under the lock, so the generation moves with the key; a lock that cannot be taken
+    // (read-only share) leaves the create to race as before: create_exclusive decides.
+    util::file_lock lk(dir / ".aes.lock");
     auto c = util::create_exclusive(p, crypto::crypticle::generate_key_string(), 0600);
     if (c) {
       created = true;
+      if (lk.locked()) (void)write_aes_gen(dir, next_aes_gen(dir));
       spdlog::info("Created the cluster AES key {}", p.string());
     } else if (c.error() != util::errc::already_exists) {
       return c.error();
@@ -159,23 +166,65 @@ result<aes_file> load_or_create_aes(const fs::path& dir) {
   return r;
 }
 
-result<rotation> rotate_aes(const fs::path& dir, const std::string& expected) {
+std::uint64_t read_aes_gen(const fs::path& dir) {
+  auto text = util::read_file(dir / ".aes.gen");
+  if (!text) return 0;
+  const std::string t = trim(*text);
+  std::uint64_t g = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), g);
+  if (ec != std::errc() || end != t.data() + t.size()) return 0;
+  return g;
+}
+
+std::uint64_t next_aes_gen(const fs::path& dir) {
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::max<std::uint64_t>(read_aes_gen(dir) + 1, now_ms > 0 ? static_cast<std::uint64_t>(now_ms) : 0);
+}
+
+result<void> write_aes_gen(const fs::path& dir, std::uint64_t gen) {
+  return util::write_file_atomic(dir / ".aes.gen", std::to_string(gen) + "\n", 0600);
+}
+
+result<aes_file> read_aes_locked(const fs::path& dir) {
+  util::file_lock lk(dir / ".aes.lock");
+  if (!lk.locked()) return make_error_code(errc::lock_failed);
+  auto r = read_aes(dir);
+  if (r) r->gen = read_aes_gen(dir);
+  return r;
+}
+
+result<rotation> rotate_aes(const fs::path& dir, const std::string& expected, const fs::path* dropfile) {
   // fcntl locks are coherent across GlusterFS mounts (lab notes); this waits for the
   // master that is rotating right now.
   util::file_lock lk(dir / ".aes.lock");
   if (!lk.locked()) return make_error_code(errc::lock_failed);
   rotation out;
   auto cur = read_aes(dir);
-  if (cur && cur->key != expected) {
+  std::error_code ec;
+  const bool served = dropfile ? !fs::exists(*dropfile, ec) : cur && cur->key != expected;
+  if (cur && served) {
     out.now = std::move(*cur);  // someone rotated first: adopt theirs
+    out.now.gen = read_aes_gen(dir);
+    return out;
+  }
+  const std::uint64_t gen = next_aes_gen(dir);
+  std::string key = crypto::crypticle::generate_key_string();
+  auto w = util::write_file_atomic(dir / ".aes", key, 0600);
+  if (!w) return w.error();
+  auto again = read_aes(dir);
+  if (!again) return again.error();
+  out.now = std::move(*again);
+  out.rotated = true;
+  if (auto g = write_aes_gen(dir, gen); g) {
+    out.now.gen = gen;
   } else {
-    std::string key = crypto::crypticle::generate_key_string();
-    auto w = util::write_file_atomic(dir / ".aes", key, 0600);
-    if (!w) return w.error();
-    auto again = read_aes(dir);
-    if (!again) return again.error();
-    out.now = std::move(*again);
-    out.rotated = true;
+    spdlog::warn("cannot write {}: {} (peers with a local cluster_pki_dir take the key unordered)",
+                 (dir / ".aes.gen").string(), g.error().message());
+  }
+  if (dropfile) {  // Salt leaves it 0400; removed here, while no other master can look
+    ::chmod(dropfile->c_str(), 0600);
+    (void)util::remove_file(*dropfile);
   }
   return out;
 }

@@ -14,6 +14,7 @@
 // No sockets, no Asio. Thread-safety: free functions; the lock is a process-wide fcntl
 // lock (one rotation at a time per process is the caller's job).
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -63,18 +64,38 @@ struct aes_file {
   std::string key;                        // Crypticle key string
   std::filesystem::file_time_type mtime;  // of .aes when read
   bool created = false;
+  // The key's generation: .aes.gen, moved at every write of .aes (rotate_aes, the
+  // creation in load_or_create_aes) to max(previous + 1, ms since the epoch), both files
+  // written under .aes.lock: it only grows, also when .aes.gen was lost. Masters that copy
+  // the key (a local cluster_pki_dir) keep the highest generation they were told of,
+  // whatever order the peers' messages arrive in. 0: unknown (read_aes does not read it:
+  // the pair is only consistent under the lock).
+  std::uint64_t gen = 0;
 };
-// Read .aes, creating it once if absent. Retries a few times on an unreadable file.
+// Read .aes, creating it once if absent (under the lock, generation bumped). Retries a
+// few times on an unreadable file.
 result<aes_file> load_or_create_aes(const std::filesystem::path& dir);
-// Read .aes if present (no create). errc::unreadable / no_such_file_or_directory.
+// Read .aes if present (no create, no lock, gen 0). errc::unreadable / not_found.
 result<aes_file> read_aes(const std::filesystem::path& dir);
+// Read .aes and .aes.gen together under .aes.lock (waits for a rotation in progress).
+result<aes_file> read_aes_locked(const std::filesystem::path& dir);
+// The generation in dir/.aes.gen, 0 if absent or not a number.
+std::uint64_t read_aes_gen(const std::filesystem::path& dir);
+// The generation the next write of .aes gets (caller holds .aes.lock).
+std::uint64_t next_aes_gen(const std::filesystem::path& dir);
+result<void> write_aes_gen(const std::filesystem::path& dir, std::uint64_t gen);
 // Rotate under the lock: if .aes still holds `expected` (the key this master uses), write
 // a new key; if another master already rotated, return its key (rotated = false).
+// With a drop file (cachedir/.dfn, Salt's request for one rotation), the test is the drop
+// file instead: present under the lock -> rotate and remove it, still under the lock;
+// gone -> another master served it, adopt its key. So masters that share cachedir and see
+// the same drop file rotate once between them, not once each.
 struct rotation {
-  aes_file now;
+  aes_file now;  // gen set (0 if .aes.gen could not be written)
   bool rotated = false;
 };
-result<rotation> rotate_aes(const std::filesystem::path& dir, const std::string& expected);
+result<rotation> rotate_aes(const std::filesystem::path& dir, const std::string& expected,
+                            const std::filesystem::path* dropfile = nullptr);
 
 // peers/<id>.pub: write ours if absent; mismatch -> errc::peer_key_mismatch.
 result<void> ensure_peer_key(const std::filesystem::path& dir, const std::string& id, const std::string& pub_pem);

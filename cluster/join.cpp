@@ -469,6 +469,9 @@ result<void> install_identity(const fs::path& dir, const cluster_identity& ident
     auto c = util::create_exclusive(it.path, it.data, it.mode);
     if (c) {
       created.push_back(it.path);
+      // A generation left from an earlier membership would outrank the key just written
+      // (cluster_pki.hpp aes_file::gen): unknown until the peers tell.
+      if (it.path == dir / ".aes") (void)util::remove_file(dir / ".aes.gen");
       continue;
     }
     if (c.error() == util::errc::already_exists) {

@@ -45,6 +45,7 @@ value body_of(const msg::aes& m) {
   value b = value::object();
   b["why"] = m.why;
   if (m.key) b["key"] = *m.key;
+  if (m.gen) b["gen"] = *m.gen;
   return b;
 }
 value body_of(const msg::aes_rotate& m) { return value{{"why", m.why}}; }
@@ -76,6 +77,8 @@ value body_of(const msg::keys& m) {
   b["rejected"] = pems_value(m.rejected);
   if (m.asker) b["for"] = *m.asker;
   if (m.seq) b["seq"] = *m.seq;
+  if (m.aes) b["aes"] = *m.aes;
+  if (m.aes_gen) b["aes_gen"] = *m.aes_gen;
   return b;
 }
 value body_of(const msg::join& m) {
@@ -196,7 +199,11 @@ bool read(reader& r, msg::ret& m) {
   m.load = *load;
   return true;
 }
-bool read(reader& r, msg::aes& m) { return r.opt_text("why", m.why) && r.opt_text("key", m.key); }
+bool read(reader& r, msg::aes& m) {
+  if (!r.opt_text("why", m.why) || !r.opt_text("key", m.key) || !r.opt_int("gen", m.gen)) return false;
+  if (m.gen && *m.gen < 0) return r.fail("gen is negative");
+  return true;
+}
 bool read(reader& r, msg::aes_rotate& m) { return r.opt_text("why", m.why); }
 bool read(reader& r, msg::key_event& m) {
   if (!r.text("act", m.act)) return false;
@@ -220,8 +227,11 @@ bool read(reader& r, msg::cluster_key& m) {
 }
 bool read(reader& r, msg::key_sync& m) { return r.opt_text("for", m.asker) && r.opt_int("seq", m.seq); }
 bool read(reader& r, msg::keys& m) {
-  return r.opt_pems("accepted", m.accepted) && r.opt_pems("rejected", m.rejected) && r.opt_text("for", m.asker) &&
-         r.opt_int("seq", m.seq);
+  if (!r.opt_pems("accepted", m.accepted) || !r.opt_pems("rejected", m.rejected) || !r.opt_text("for", m.asker) ||
+      !r.opt_int("seq", m.seq) || !r.opt_text("aes", m.aes) || !r.opt_int("aes_gen", m.aes_gen))
+    return false;
+  if (m.aes_gen && *m.aes_gen < 0) return r.fail("aes_gen is negative");
+  return true;
 }
 bool read(reader& r, msg::join& m) {
   return r.text("id", m.id) && r.text("pub", m.pub) && r.opt_text("addr", m.addr) && r.opt_bool("local", m.local);

@@ -5,12 +5,12 @@
 // type          body (map, keys in this order on the wire)          lane
 //   publish     {jid, frame: bin, targets: [id] | nil}               relay   (bus thread)
 //   return      {jid, id, load}                                       relay
-//   aes         {why, key}                                            control (one thread)
+//   aes         {why, key, gen?}                                      control (one thread)
 //   aes-rotate  {why}                                                 control
 //   key         {act, ids: [id], local: bool, pubs?: {id: pem}}       control
 //   cluster-key {pub, sealed: {id: sealed box}}                       control
 //   key-sync    {for, seq}                                            control
-//   keys        {accepted: {id: pem}, rejected: {id: pem}, for?, seq?} control
+//   keys        {accepted: {id: pem}, rejected: {id: pem}, for?, seq?, aes?, aes_gen?} control
 //   join        {id, pub, addr, local: bool}                          membership (the bus)
 //   leave       {id}                                                  membership
 //   event       {tag, data: map, origin: master id, eid?: text}       relay
@@ -57,10 +57,12 @@ struct ret {
   std::string id;  // a valid minion id (checked at decode)
   wire::value load;
 };
-// The cluster AES key was rotated (the key rides along for local-copy masters).
+// The cluster AES key was rotated (the key rides along for local-copy masters). gen: its
+// generation (cluster_pki.hpp aes_file), absent from older senders.
 struct aes {
   std::string why;
   std::optional<std::string> key;
+  std::optional<std::int64_t> gen;
 };
 // A local-copy master asks a master on the share to rotate the AES key.
 struct aes_rotate {
@@ -85,12 +87,15 @@ struct key_sync {
   std::optional<std::string> asker;  // "for"
   std::optional<std::int64_t> seq;
 };
-// The minion keys of the share (answer to key_sync; for/seq echoed).
+// The minion keys of the share (answer to key_sync; for/seq echoed), and the share's AES
+// key with its generation (a local copy that missed an aes message catches up here).
 struct keys {
   id_pems accepted;
   id_pems rejected;
   std::optional<std::string> asker;  // "for"
   std::optional<std::int64_t> seq;
+  std::optional<std::string> aes;
+  std::optional<std::int64_t> aes_gen;
 };
 // A master joined through the sender (cluster/join.hpp).
 struct join {

@@ -52,6 +52,7 @@ result<void> key_service::start(loaded_keys k) {
     }
     if (auto r = aes_->set_key_string(af->key); !r) return r.error();
     aes_mtime_ = af->mtime;
+    if (local_copy_) aes_gen_ = cluster::read_aes_gen(*cfg_.cluster_pki_dir);
   } else {
     auto ar = aes_->rotate();
     if (!ar) {
@@ -124,8 +125,11 @@ std::optional<std::string> key_service::identify_hello(const value& body, const 
   }
 }
 
-result<void> key_service::rotate_aes(const std::string& why) {
+result<void> key_service::rotate_aes(const std::string& why) { return rotate_aes(why, nullptr); }
+
+result<void> key_service::rotate_aes(const std::string& why, const fs::path* dropfile) {
   result<void> r;
+  std::optional<std::int64_t> gen;
   bool rotated_here = true;
   if (clustered() && local_copy_) {
     // The shared .aes is not ours to write: a member on the share rotates it and sends
@@ -141,12 +145,13 @@ result<void> key_service::rotate_aes(const std::string& why) {
     // Exactly one master rotates the shared key: cluster::rotate_aes holds an fcntl lock
     // on cluster_pki_dir/.aes.lock and adopts the key of a master that rotated first.
     std::lock_guard flk(aes_file_mu_);
-    auto rot = cluster::rotate_aes(*cfg_.cluster_pki_dir, aes_->current()->crypt.key_string());
+    auto rot = cluster::rotate_aes(*cfg_.cluster_pki_dir, aes_->current()->crypt.key_string(), dropfile);
     if (!rot) {
       spdlog::error("cluster AES key rotation ({}) failed: {}", why, rot.error().message());
       return rot.error();
     }
     rotated_here = rot->rotated;
+    if (rot->now.gen > 0) gen = static_cast<std::int64_t>(rot->now.gen);
     std::lock_guard lk(publish_mu_);
     if (rot->now.key != aes_->current()->crypt.key_string()) r = aes_->set_key_string(rot->now.key);
     aes_mtime_ = rot->now.mtime;
@@ -164,7 +169,7 @@ result<void> key_service::rotate_aes(const std::string& why) {
   events_.fire("key", value{{"rotate_aes_key", true}});
   // The key itself rides along (the links are encrypted): local-copy masters adopt it.
   if (clustered() && peers())
-    peers()->broadcast(cluster::msg::aes{why, aes_->current()->crypt.key_string()});
+    peers()->broadcast(cluster::msg::aes{why, aes_->current()->crypt.key_string(), gen});
   if (after_rotation_) after_rotation_();
   return {};
 }
@@ -356,6 +361,12 @@ cluster::msg::keys key_service::key_snapshot() const {
     for (const auto& id : keys_.list(st))
       if (auto pem = keys_.read(st, id)) m.emplace_back(id, *pem);
   }
+  if (clustered() && !local_copy_) {  // read under the lock: the key and its generation agree
+    if (auto af = cluster::read_aes_locked(*cfg_.cluster_pki_dir); af && af->gen > 0) {
+      snap.aes = af->key;
+      snap.aes_gen = static_cast<std::int64_t>(af->gen);
+    }
+  }
   return snap;
 }
 
@@ -367,6 +378,7 @@ cluster::msg::key_sync key_service::key_sync_request() {
 void key_service::apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap) {
   using pki::key_state;
   keys_synced_ = true;
+  if (snap.aes && snap.aes_gen) adopt_peer_aes(from, *snap.aes, snap.aes_gen);
   // Which of our requests this answers (0: not ours, e.g. broadcast for another master).
   std::uint64_t seq = 0;
   if (snap.asker.value_or("") == cfg_.id)
@@ -402,12 +414,26 @@ void key_service::apply_key_snapshot(const std::string& from, const cluster::msg
     spdlog::debug("{} key(s) in the snapshot from {} not restored: revoked here after it was asked for", skipped, from);
 }
 
-void key_service::adopt_peer_aes(const std::string& from, const std::string& key) {
+void key_service::adopt_peer_aes(const std::string& from, const std::string& key,
+                                 std::optional<std::int64_t> gen) {
   if (!crypto::crypticle::from_key_string(key)) {
     spdlog::warn("cluster AES key from {} is not a key; ignored", from);
     return;
   }
   std::lock_guard flk(aes_file_mu_);
+  // Peers' messages arrive in no common order (one link each): two rotations close
+  // together can reach this master newest first. The generation tells which is later.
+  const std::uint64_t g = gen ? static_cast<std::uint64_t>(*gen) : 0;
+  if (g > 0 && g <= aes_gen_) {
+    if (key != aes_->current()->crypt.key_string())
+      spdlog::debug("cluster AES key of generation {} from {} ignored: generation {} is in use", g, from, aes_gen_);
+    return;
+  }
+  if (g > 0) {
+    aes_gen_ = g;
+    if (auto r = cluster::write_aes_gen(*cfg_.cluster_pki_dir, g); !r)
+      spdlog::warn("cannot write {}/.aes.gen: {}", cfg_.cluster_pki_dir->string(), r.error().message());
+  }
   if (key == aes_->current()->crypt.key_string()) return;
   if (auto r = util::write_file_atomic(*cfg_.cluster_pki_dir / ".aes", key, 0600); !r)
     spdlog::warn("cannot write {}/.aes: {}", cfg_.cluster_pki_dir->string(), r.error().message());
@@ -481,11 +507,12 @@ void key_service::maintenance(sys_clock::time_point now) {
     why = "publish_session elapsed";
   }
   if (rotate) {
-    if (rotate_aes(why)) {
-      if (why == "drop file") {
-        ::chmod(dfn.c_str(), 0600);
-        (void)util::remove_file(dfn);
-      }
+    // Clustered, the drop file is checked and removed under the share's lock: the masters
+    // sharing cachedir tick together and would otherwise rotate once each.
+    const bool dropped = why == "drop file";
+    if (rotate_aes(why, dropped && clustered() ? &dfn : nullptr) && dropped && !clustered()) {
+      ::chmod(dfn.c_str(), 0600);
+      (void)util::remove_file(dfn);
     }
   }
 }
@@ -562,7 +589,7 @@ std::pair<value, int> key_service::rotate_cluster_key() {
 }
 
 void key_service::peer_aes(const std::string& from, const cluster::msg::aes& m) {
-  if (local_copy_ && m.key) adopt_peer_aes(from, *m.key);
+  if (local_copy_ && m.key) adopt_peer_aes(from, *m.key, m.gen);
   else reload_cluster_aes(true);
 }
 

@@ -129,7 +129,10 @@ class key_service {
   // Serve `key` from now on (caller holds aes_file_mu_).
   bool use_cluster_aes(const std::string& key, const std::string& source);
   void use_cluster_key(crypto::rsa_key priv, const std::string& source);
-  void adopt_peer_aes(const std::string& from, const std::string& key);
+  // A local copy takes a key a peer sent, unless it already has that generation or a
+  // later one (gen: nullopt from older senders: taken).
+  void adopt_peer_aes(const std::string& from, const std::string& key, std::optional<std::int64_t> gen);
+  result<void> rotate_aes(const std::string& why, const std::filesystem::path* dropfile);
   std::optional<std::string> linked_peer() const;
   void local_key_effects(const std::string& act, const std::vector<std::string>& ids);
   void apply_peer_keys(const std::string& act, const std::vector<std::string>& ids, const cluster::id_pems* pubs);
@@ -155,6 +158,7 @@ class key_service {
   // cluster mode
   std::filesystem::file_time_type aes_mtime_{};  // of cluster_pki_dir/.aes when loaded
   std::mutex aes_file_mu_;
+  std::uint64_t aes_gen_ = 0;  // local copy: generation of the key in use (0: unknown); under aes_file_mu_
   bool local_copy_ = false;
   unsigned sync_ticks_ = 0;
   std::atomic<bool> keys_synced_{false};  // a key snapshot arrived since start

@@ -150,8 +150,18 @@ def test_joiner_with_a_local_cluster_pki_dir_mirrors_keys_and_aes(env, cluster):
     old = shared_aes.read_text().strip()
     (cluster.shared / "cache" / ".dfn").touch()
     wait_for(lambda: shared_aes.read_text().strip() != old, 30, "the shared AES key to rotate")
+    rotated_at = time.monotonic()
     wait_for(lambda: (cpki / ".aes").read_text().strip() == shared_aes.read_text().strip(), 30,
              "cm4 to adopt the rotated key")
+    # One drop file, one rotation: the three masters on the share tick together (every
+    # 5 s); the first to take .aes.lock rotates and removes the file, the others adopt.
+    time.sleep(max(0.0, rotated_at + 6 - time.monotonic()))
+    rotations = sum(1 for m in cluster.masters for line in (m.root / "master.log").read_text(errors="replace").splitlines()
+                    if "Rotating cluster AES key (drop file)" in line and not line.endswith("adopted"))
+    assert rotations == 1, rotations
+    assert not (cluster.shared / "cache" / ".dfn").exists()
+    assert (cpki / ".aes").read_text().strip() == shared_aes.read_text().strip()
+    assert (cpki / ".aes.gen").read_text().strip() == (cluster.shared / "pki" / ".aes.gen").read_text().strip()
     # a rotation cm4 needs (a key deleted on it) is done by a member on the share
     old = shared_aes.read_text().strip()
     assert j.salt_key("-d", "lc4", "-y").returncode == 0

@@ -1,12 +1,14 @@
 // cluster_pki: once-only creation under a race, peer key checks, locked AES rotation.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +105,92 @@ TEST(ClusterPki, ConcurrentRotationsByProcessesRotateOnce) {
   }
   EXPECT_EQ(rotated, 1);
   EXPECT_NE(cluster::read_aes(t.p).value().key, a.key);
+}
+
+TEST(ClusterPki, EveryWriteOfTheAesKeyMovesItsGeneration) {
+  tmpdir t;
+  const auto ms = [] {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  };
+  const auto before = ms();
+  auto a = cluster::load_or_create_aes(t.p).value();
+  EXPECT_EQ(a.gen, 0u);  // read_aes does not read it: only the locked reads pair them
+  const auto g0 = cluster::read_aes_gen(t.p);
+  EXPECT_GE(g0, before);  // ms since the epoch at the creation
+  EXPECT_EQ(cluster::read_aes_locked(t.p).value().gen, g0);
+  // A generation ahead of the clock (a master whose clock runs fast) still grows by one.
+  ASSERT_TRUE(cluster::write_aes_gen(t.p, g0 + 100000));
+  auto r1 = cluster::rotate_aes(t.p, a.key).value();
+  EXPECT_EQ(r1.now.gen, g0 + 100001);
+  auto adopted = cluster::rotate_aes(t.p, a.key).value();  // stale expected: adopts, no move
+  EXPECT_FALSE(adopted.rotated);
+  EXPECT_EQ(adopted.now.gen, r1.now.gen);
+  auto r2 = cluster::rotate_aes(t.p, r1.now.key).value();
+  EXPECT_EQ(r2.now.gen, r1.now.gen + 1);
+  auto l = cluster::read_aes_locked(t.p).value();
+  EXPECT_EQ(l.key, r2.now.key);
+  EXPECT_EQ(l.gen, r2.now.gen);
+  // .aes.gen lost or damaged: the next write starts again from the clock, which is ahead
+  // of every generation that came from it.
+  std::ofstream(t.p / ".aes.gen") << "x1";
+  EXPECT_EQ(cluster::read_aes_gen(t.p), 0u);
+  const auto r3 = cluster::rotate_aes(t.p, r2.now.key).value();
+  EXPECT_GE(r3.now.gen, g0);
+  EXPECT_EQ(cluster::read_aes_gen(t.p), r3.now.gen);
+}
+
+// Masters sharing cachedir see one drop file: the first rotates and removes it under the
+// lock, the others adopt that key even though their own key is already the new one (the
+// race that rotated twice: a master picked up the first rotation, then rotated again).
+TEST(ClusterPki, OneDropFileRotatesOnce) {
+  tmpdir t;
+  const fs::path dfn = t.p / ".dfn";
+  auto a = cluster::load_or_create_aes(t.p).value();
+  std::ofstream(dfn) << "m1";
+  ::chmod(dfn.c_str(), 0400);
+  auto first = cluster::rotate_aes(t.p, a.key, &dfn).value();
+  EXPECT_TRUE(first.rotated);
+  EXPECT_FALSE(fs::exists(dfn));
+  auto second = cluster::rotate_aes(t.p, first.now.key, &dfn).value();  // already on the new key
+  EXPECT_FALSE(second.rotated);
+  EXPECT_EQ(second.now.key, first.now.key);
+  EXPECT_EQ(second.now.gen, first.now.gen);
+  // Without the drop file the same call rotates (its expected key is the current one).
+  EXPECT_TRUE(cluster::rotate_aes(t.p, first.now.key).value().rotated);
+  // A drop file rotates even when another master rotated since this one loaded its key.
+  std::ofstream(dfn) << "m1";
+  auto late = cluster::rotate_aes(t.p, a.key, &dfn).value();
+  EXPECT_TRUE(late.rotated);
+  EXPECT_FALSE(fs::exists(dfn));
+}
+
+TEST(ClusterPki, OneDropFileRotatesOnceAcrossProcesses) {
+  tmpdir t;
+  const fs::path dfn = t.p / ".dfn";
+  auto a = cluster::load_or_create_aes(t.p).value();
+  std::ofstream(dfn) << "m1";
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 4; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto r = cluster::rotate_aes(t.p, a.key, &dfn);
+      ::_exit(!r ? 2 : (r->rotated ? 1 : 0));
+    }
+    kids.push_back(pid);
+  }
+  int rotated = 0;
+  for (pid_t pid : kids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_NE(WEXITSTATUS(st), 2);
+    rotated += WEXITSTATUS(st);
+  }
+  EXPECT_EQ(rotated, 1);
+  EXPECT_FALSE(fs::exists(dfn));
 }
 
 TEST(ClusterPki, UnreadableAesIsAnErrorNotACrash) {

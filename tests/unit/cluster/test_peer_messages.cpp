@@ -44,6 +44,8 @@ std::vector<golden> goldens() {
       {"return", msg::ret{"j1", "m1", value{{"ret", true}}}, "return", "83a36a6964a26a31a26964a26d31a46c6f616481a3726574c3"},
       // {why, key}
       {"aes", msg::aes{"key delete", std::string("K=")}, "aes", "82a3776879aa6b65792064656c657465a36b6579a24b3d"},
+      // {why, key, gen: 3}
+      {"aes gen", msg::aes{"w", std::string("K="), 3}, "aes", "83a3776879a177a36b6579a24b3da367656e03"},
       // {why}
       {"aes-rotate", msg::aes_rotate{"drop file"}, "aes-rotate", "81a3776879a964726f702066696c65"},
       // {act, ids, local: false (c2), pubs: {m1: PEM}}
@@ -60,6 +62,9 @@ std::vector<golden> goldens() {
       // {accepted: {m1: P1}, rejected: {}, for, seq}
       {"keys", msg::keys{{{"m1", "P1"}}, {}, std::string("j1"), 7}, "keys",
        "84a8616363657074656481a26d31a25031a872656a656374656480a3666f72a26a31a373657107"},
+      // {accepted: {}, rejected: {}, aes: "K=", aes_gen: 4}
+      {"keys aes", msg::keys{{}, {}, std::nullopt, std::nullopt, std::string("K="), 4}, "keys",
+       "84a8616363657074656480a872656a656374656480a3616573a24b3da76165735f67656e04"},
       // {accepted: {}, rejected: {m3: P3}} (a snapshot not asked for)
       {"keys plain", msg::keys{{}, {{"m3", "P3"}}, std::nullopt, std::nullopt}, "keys",
        "82a8616363657074656480a872656a656374656481a26d33a25033"},
@@ -223,6 +228,8 @@ TEST(PeerMessages, decode_refuses_with_a_reason) {
       {"return", value{{"jid", "j"}, {"id", "../x"}, {"load", 1}}, "invalid minion id"},
       {"return", value{{"jid", "j"}, {"id", ""}, {"load", 1}}, "invalid minion id"},
       {"aes", value{{"key", 1}}, "key is not text"},
+      {"aes", value{{"key", "K="}, {"gen", "3"}}, "gen is not an integer"},
+      {"aes", value{{"key", "K="}, {"gen", -1}}, "gen is negative"},
       {"aes-rotate", value{{"why", value::array()}}, "why is not text"},
       {"key", value{{"ids", value::array()}}, "no act"},
       {"key", value{{"act", "accept"}}, "no ids"},
@@ -238,6 +245,8 @@ TEST(PeerMessages, decode_refuses_with_a_reason) {
       {"keys", value{{"accepted", value::array()}}, "accepted is not a map"},
       {"keys", value{{"rejected", value{{"m1", nullptr}}}}, "rejected[m1] is not text"},
       {"keys", value{{"seq", true}}, "seq is not an integer"},
+      {"keys", value{{"aes", 1}}, "aes is not text"},
+      {"keys", value{{"aes", "K="}, {"aes_gen", -2}}, "aes_gen is negative"},
       {"join", value{{"pub", "P"}}, "no id"},
       {"join", value{{"id", "j"}}, "no pub"},
       {"join", value{{"id", "j"}, {"pub", "P"}, {"local", "yes"}}, "local is not a bool"},

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <tuple>
 
+#include "cluster/cluster_pki.hpp"
+#include "core/crypto/crypticle.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
 #include "core/config/config.hpp"
@@ -655,6 +657,83 @@ TEST_F(InlineNoCacheFixture, returns_run_inline_without_a_job_cache) {
   login(m1);
   EXPECT_TRUE(core->router().runs_inline(
       open(m1.aes_body(ret_load("20250101000000000001", "x"), kNonce, m1.session))));
+}
+
+// Rotations by two peers close together reach a local copy over two links, in either
+// order: the generation decides, not the arrival. A snapshot carries the share's key too
+// (a copy that missed a message catches up), and a sender without generations is obeyed.
+TEST_F(LocalCopyFixture, aes_keys_from_peers_are_taken_by_generation_not_arrival) {
+  const fs::path cdir = *core->cfg().cluster_pki_dir;
+  const auto key = [&] { return core->aes().current()->crypt.key_string(); };
+  const std::string k1 = crypto::crypticle::generate_key_string();
+  const std::string k2 = crypto::crypticle::generate_key_string();
+  const std::string k3 = crypto::crypticle::generate_key_string();
+  const std::string k4 = crypto::crypticle::generate_key_string();
+  const std::int64_t g0 = static_cast<std::int64_t>(cluster::read_aes_gen(cdir));  // of the key made at start
+  core->handle_peer("p2", "aes", value{{"why", "drop file"}, {"key", k2}, {"gen", g0 + 2000}});
+  EXPECT_EQ(key(), k2);
+  core->handle_peer("p1", "aes", value{{"why", "drop file"}, {"key", k1}, {"gen", g0 + 1000}});  // older, late
+  EXPECT_EQ(key(), k2);
+  EXPECT_EQ(util::read_file(cdir / ".aes").value(), k2);
+  EXPECT_EQ(cluster::read_aes_gen(cdir), static_cast<std::uint64_t>(g0 + 2000));
+  // The answer to a key-sync: newer key, taken; an older snapshot is not.
+  const auto me = core->cfg().id;
+  const auto s1 = ask();
+  value snap = snapshot({}, me, s1);
+  snap["aes"] = k3;
+  snap["aes_gen"] = g0 + 3000;
+  core->handle_peer("p1", "keys", snap);
+  EXPECT_EQ(key(), k3);
+  snap["aes"] = k1;
+  snap["aes_gen"] = g0 + 1000;
+  core->handle_peer("p1", "keys", snap);
+  EXPECT_EQ(key(), k3);
+  // An older master sends no generation: its key is taken, as before generations.
+  core->handle_peer("p3", "aes", value{{"why", "x"}, {"key", k4}});
+  EXPECT_EQ(key(), k4);
+  EXPECT_EQ(util::read_file(cdir / ".aes").value(), k4);
+}
+
+// A member on the share: a drop file rotates the key once (removed under the lock), the
+// broadcast carries the generation, and a key-sync answer carries the key with it.
+struct ShareMemberFixture : LocalCopyFixture {
+  void customize(config::master_config& c) override {
+    c.cluster_id = "lc";
+    c.cluster_pki_dir = tmp.path / "cluster";
+    fs::create_directories(*c.cluster_pki_dir);
+  }
+  void SetUp() override {
+    CoreFixture::SetUp();
+    ASSERT_FALSE(core->local_copy());
+    core->set_peer_sink(&peers);
+  }
+};
+
+TEST_F(ShareMemberFixture, drop_file_rotation_tells_the_generation) {
+  const fs::path cdir = *core->cfg().cluster_pki_dir;
+  const auto g0 = cluster::read_aes_gen(cdir);
+  EXPECT_GT(g0, 0u);
+  ASSERT_TRUE(util::write_file_atomic(core->cfg().cachedir / ".dfn", "m", 0400));
+  peers.sent.clear();
+  core->maintenance();
+  EXPECT_FALSE(fs::exists(core->cfg().cachedir / ".dfn"));
+  const auto g1 = cluster::read_aes_gen(cdir);
+  EXPECT_GT(g1, g0);
+  const value* told = nullptr;
+  for (const auto& [to, type, body] : peers.sent)
+    if (type == "aes") told = &body;
+  ASSERT_TRUE(told);
+  EXPECT_EQ(wire::get_text(*told, "key").value_or(""), core->aes().current()->crypt.key_string());
+  EXPECT_EQ(wire::get_int(*told, "gen").value_or(0), static_cast<std::int64_t>(g1));
+  // The next tick finds no drop file: no second rotation.
+  core->maintenance();
+  EXPECT_EQ(cluster::read_aes_gen(cdir), g1);
+  peers.sent.clear();
+  core->handle_peer("j1", "key-sync", value{{"for", "j1"}, {"seq", 1}});
+  ASSERT_EQ(peers.sent.size(), 1u);
+  const auto& ans = std::get<2>(peers.sent.at(0));
+  EXPECT_EQ(wire::get_text(ans, "aes").value_or(""), core->aes().current()->crypt.key_string());
+  EXPECT_EQ(wire::get_int(ans, "aes_gen").value_or(0), static_cast<std::int64_t>(g1));
 }
 
 struct InlineClusterFixture : LocalCopyFixture {};
