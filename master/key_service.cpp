@@ -153,8 +153,14 @@ result<void> key_service::rotate_aes(const std::string& why, const fs::path* dro
     rotated_here = rot->rotated;
     if (rot->now.gen > 0) gen = static_cast<std::int64_t>(rot->now.gen);
     std::lock_guard lk(publish_mu_);
-    if (rot->now.key != aes_->current()->crypt.key_string()) r = aes_->set_key_string(rot->now.key);
     aes_mtime_ = rot->now.mtime;
+    if (!rotated_here && rot->now.key == aes_->current()->crypt.key_string()) {
+      // A drop file another master served while this one already serves its key: nothing
+      // to tell (no second event, no second ping_on_rotate).
+      spdlog::debug("cluster AES key rotation ({}): done by another master, its key already in use", why);
+      return {};
+    }
+    if (rot->now.key != aes_->current()->crypt.key_string()) r = aes_->set_key_string(rot->now.key);
   } else {
     std::lock_guard lk(publish_mu_);  // a publish never pairs an old serial with a new key
     r = aes_->rotate();
