@@ -502,15 +502,15 @@ TEST(ZmqReqClient, ConcurrentRequestsBeyondThePoolAllAnswered) {
   std::vector<std::pair<value, std::shared_ptr<tr::responder>>> held;
   counter received;
   tr::zmq_req_server srv(pool.io, local_tcp(), {}, test_zopt(), [&](value body, std::shared_ptr<tr::responder> r) {
-    {
-      std::lock_guard lk(mu);
-      if (!release) {
-        held.emplace_back(std::move(body), std::move(r));
-      } else {
-        r->reply(value{{"n2", body["n"]}});
-      }
-    }
+    // Counted before the reply: the client can have the answer (and the test thread
+    // check the count) before this handler returns.
     received.add();
+    std::lock_guard lk(mu);
+    if (!release) {
+      held.emplace_back(std::move(body), std::move(r));
+    } else {
+      r->reply(value{{"n2", body["n"]}});
+    }
   });
   ASSERT_TRUE(srv.start());
   auto c = zreq(pool.io.get_executor(), local_tcp(srv.bound_port()), {}, test_zopt());
