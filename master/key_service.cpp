@@ -435,17 +435,19 @@ void key_service::adopt_peer_aes(const std::string& from, const std::string& key
       spdlog::debug("cluster AES key of generation {} from {} ignored: generation {} is in use", g, from, aes_gen_);
     return;
   }
-  if (g > 0) {
+  const bool changed = key != aes_->current()->crypt.key_string();
+  if (changed) {
+    if (auto r = util::write_file_atomic(*cfg_.cluster_pki_dir / ".aes", key, 0600); !r)
+      spdlog::warn("cannot write {}/.aes: {}", cfg_.cluster_pki_dir->string(), r.error().message());
+    std::error_code ec;
+    aes_mtime_ = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
+  }
+  if (g > 0) {  // after the key, as on the share: a stop in between leaves an older generation, never a newer one
     aes_gen_ = g;
     if (auto r = cluster::write_aes_gen(*cfg_.cluster_pki_dir, g); !r)
       spdlog::warn("cannot write {}/.aes.gen: {}", cfg_.cluster_pki_dir->string(), r.error().message());
   }
-  if (key == aes_->current()->crypt.key_string()) return;
-  if (auto r = util::write_file_atomic(*cfg_.cluster_pki_dir / ".aes", key, 0600); !r)
-    spdlog::warn("cannot write {}/.aes: {}", cfg_.cluster_pki_dir->string(), r.error().message());
-  std::error_code ec;
-  aes_mtime_ = fs::last_write_time(*cfg_.cluster_pki_dir / ".aes", ec);
-  use_cluster_aes(key, " (from cluster peer " + from + ")");
+  if (changed) use_cluster_aes(key, " (from cluster peer " + from + ")");
 }
 
 bool key_service::key_event(const std::string& act, const std::vector<std::string>& ids, bool rotate) {
