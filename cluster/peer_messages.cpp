@@ -79,6 +79,7 @@ value body_of(const msg::keys& m) {
   if (m.seq) b["seq"] = *m.seq;
   if (m.aes) b["aes"] = *m.aes;
   if (m.aes_gen) b["aes_gen"] = *m.aes_gen;
+  if (m.share) b["share"] = true;
   return b;
 }
 value body_of(const msg::join& m) {
@@ -228,7 +229,8 @@ bool read(reader& r, msg::cluster_key& m) {
 bool read(reader& r, msg::key_sync& m) { return r.opt_text("for", m.asker) && r.opt_int("seq", m.seq); }
 bool read(reader& r, msg::keys& m) {
   if (!r.opt_pems("accepted", m.accepted) || !r.opt_pems("rejected", m.rejected) || !r.opt_text("for", m.asker) ||
-      !r.opt_int("seq", m.seq) || !r.opt_text("aes", m.aes) || !r.opt_int("aes_gen", m.aes_gen))
+      !r.opt_int("seq", m.seq) || !r.opt_text("aes", m.aes) || !r.opt_int("aes_gen", m.aes_gen) ||
+      !r.opt_bool("share", m.share))
     return false;
   if (m.aes_gen && *m.aes_gen < 0) return r.fail("aes_gen is negative");
   return true;

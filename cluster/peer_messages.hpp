@@ -89,6 +89,8 @@ struct key_sync {
 };
 // The minion keys of the share (answer to key_sync; for/seq echoed), and the share's AES
 // key with its generation (a local copy that missed an aes message catches up here).
+// share: the sender's cluster_pki_dir is the share and every key in it was listed and
+// read; only such a snapshot removes keys on a local copy (absent from older senders).
 struct keys {
   id_pems accepted;
   id_pems rejected;
@@ -96,6 +98,7 @@ struct keys {
   std::optional<std::int64_t> seq;
   std::optional<std::string> aes;
   std::optional<std::int64_t> aes_gen;
+  bool share = false;
 };
 // A master joined through the sender (cluster/join.hpp).
 struct join {

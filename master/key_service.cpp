@@ -23,6 +23,11 @@ using wire::value;
 
 namespace {
 constexpr std::chrono::seconds kHelloGrace{120};  // previous AES key still opens hellos
+// A local copy never removes an accepted key file this young (relative to the key-sync
+// request) for want of it in the share's snapshot: salt-key on this master writes the
+// file before the daemon hears of it.
+constexpr std::chrono::seconds k_fresh_key_grace{15};
+constexpr std::size_t k_sync_requests_kept = 16;
 }
 
 key_service::key_service(const config::master_config& cfg, master_links& links, master_counters& counters,
@@ -304,10 +309,20 @@ bool key_service::use_cluster_aes(const std::string& key, const std::string& sou
 
 std::optional<std::string> key_service::linked_peer() const {
   if (!peers()) return std::nullopt;
+  std::set<std::string> share;
+  {
+    std::lock_guard lk(sync_mu_);
+    share = share_peers_;
+  }
+  // A peer on the share first: only its snapshot settles removals (reconcile_with_share).
+  std::optional<std::string> first;
   for (const auto& p : peers()->status())
     if (wire::get_text(p, "state").value_or("") == "up")
-      if (auto id = wire::get_text(p, "id"); id && !id->empty()) return std::string(*id);
-  return std::nullopt;
+      if (auto id = wire::get_text(p, "id"); id && !id->empty()) {
+        if (share.contains(std::string(*id))) return std::string(*id);
+        if (!first) first = std::string(*id);
+      }
+  return first;
 }
 
 void key_service::local_key_effects(const std::string& act, const std::vector<std::string>& ids) {
@@ -315,8 +330,12 @@ void key_service::local_key_effects(const std::string& act, const std::vector<st
   if (local_copy_) {
     std::lock_guard lk(sync_mu_);
     for (const auto& id : ids) {
-      if (revoke) revoked_at_[id] = sync_seq_;
-      else if (act == "accept") revoked_at_.erase(id);
+      if (revoke) {
+        revoked_at_[id] = sync_seq_;
+        accepted_at_.erase(id);
+      } else if (act == "accept") {
+        revoked_at_.erase(id);
+      }
     }
   }
   for (const auto& id : ids) {
@@ -362,11 +381,19 @@ void key_service::apply_peer_keys(const std::string& act, const std::vector<std:
 
 cluster::msg::keys key_service::key_snapshot() const {
   cluster::msg::keys snap;
+  // Complete: both directories listed and every key in them read. A local copy removes
+  // keys only on a complete snapshot from the share (a failed read is not a delete).
+  bool complete = true;
   for (auto st : {pki::key_state::accepted, pki::key_state::rejected}) {
     auto& m = st == pki::key_state::accepted ? snap.accepted : snap.rejected;
-    for (const auto& id : keys_.list(st))
+    std::error_code ec;
+    if (!fs::is_directory(keys_.dir() / std::string(pki::dir_name(st)), ec)) complete = false;
+    for (const auto& id : keys_.list(st)) {
       if (auto pem = keys_.read(st, id)) m.emplace_back(id, *pem);
+      else if (keys_.exists(st, id)) complete = false;  // not a key removed meanwhile
+    }
   }
+  snap.share = clustered() && !local_copy_ && complete;
   if (clustered() && !local_copy_) {  // read under the lock: the key and its generation agree
     if (auto af = cluster::read_aes_locked(*cfg_.cluster_pki_dir); af && af->gen > 0) {
       snap.aes = af->key;
@@ -378,7 +405,130 @@ cluster::msg::keys key_service::key_snapshot() const {
 
 cluster::msg::key_sync key_service::key_sync_request() {
   std::lock_guard lk(sync_mu_);
-  return cluster::msg::key_sync{cfg_.id, static_cast<std::int64_t>(++sync_seq_)};
+  ++sync_seq_;
+  sync_sent_at_[sync_seq_] = fs::file_time_type::clock::now();
+  while (sync_sent_at_.size() > k_sync_requests_kept) sync_sent_at_.erase(sync_sent_at_.begin());
+  return cluster::msg::key_sync{cfg_.id, static_cast<std::int64_t>(sync_seq_)};
+}
+
+void key_service::note_accepted_here(const std::vector<std::string>& ids) {
+  if (!local_copy_) return;
+  std::lock_guard lk(sync_mu_);
+  for (const auto& id : ids) accepted_at_[id] = sync_seq_;
+}
+
+void key_service::accepted_here(const std::string& id) {
+  if (!clustered() || !local_copy_ || !pki::valid_id(id)) return;
+  note_accepted_here({id});
+  auto pem = keys_.read(pki::key_state::accepted, id);
+  if (!pem || !peers()) return;  // no peers now: the next snapshot sends it again
+  cluster::msg::key_event msg{"accept", {id}, true, cluster::id_pems{{id, *pem}}};
+  peers()->broadcast(msg);
+  spdlog::debug("key of {} accepted here (local cluster_pki_dir): told the cluster peers", id);
+}
+
+void key_service::reconcile_with_share(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq) {
+  using pki::key_state;
+  fs::file_time_type sent{};
+  std::map<std::string, std::uint64_t> here;
+  {
+    std::lock_guard lk(sync_mu_);
+    auto it = sync_sent_at_.find(seq);
+    if (it == sync_sent_at_.end()) return;  // an old request: which files are fresh is unknown
+    sent = it->second;
+    here = accepted_at_;
+  }
+  std::map<std::string_view, std::string_view> on_share;
+  std::set<std::string_view> rejected_there;
+  for (const auto& [id, pem] : snap.accepted) on_share.emplace(id, pem);
+  for (const auto& [id, pem] : snap.rejected) rejected_there.insert(id);
+  auto fresh = [&](const std::string& id) {  // written within the grace before the request
+    std::error_code ec;
+    const auto mt = fs::last_write_time(keys_.path(key_state::accepted, id), ec);
+    return ec || mt > sent - k_fresh_key_grace;
+  };
+  std::vector<std::string> deleted, rejected, replaced, resend, settled;
+  for (const auto& id : keys_.list(key_state::accepted)) {
+    const auto h = here.find(id);
+    if (auto os = on_share.find(id); os != on_share.end()) {
+      // The share holds another key under this id (the minion's key was replaced there
+      // while this master did not hear it): the share's key, unless ours is newer than
+      // the answer. An accept made here of a different key was refused by the share.
+      auto mine = keys_.read(key_state::accepted, id);
+      if (mine && *mine != os->second && crypto::rsa_key::from_public_pem(std::string(os->second)) &&
+          !(h != here.end() ? h->second >= seq : fresh(id))) {
+        if (auto r = keys_.write(key_state::accepted, id, os->second); r) replaced.push_back(id);
+        else spdlog::warn("cannot replace the key of {} with the share's: {}", id, r.error().message());
+      }
+      if (h != here.end() && h->second < seq) settled.push_back(id);  // the share has it now
+      continue;
+    }
+    if (h != here.end()) {
+      // Accepted here. After the request: not in this answer yet. Before it: the share
+      // never got it (a lost message, or no peer at the time): told again, unless the
+      // share rejected it meanwhile.
+      if (h->second >= seq) continue;
+      if (!rejected_there.contains(id)) {
+        resend.push_back(id);
+        continue;
+      }
+    } else if (fresh(id)) {
+      continue;
+    }
+    if (rejected_there.contains(id)) {
+      auto r = keys_.exists(key_state::rejected, id) ? keys_.remove(key_state::accepted, id)
+                                                     : keys_.move(id, key_state::accepted, key_state::rejected);
+      if (r) rejected.push_back(id);
+      else spdlog::warn("cannot reject the key of {} (rejected on the share): {}", id, r.error().message());
+    } else if (auto r = keys_.remove(key_state::accepted, id); r) {
+      deleted.push_back(id);
+    } else {
+      spdlog::warn("cannot remove the key of {} (not on the share): {}", id, r.error().message());
+    }
+  }
+  {
+    std::lock_guard lk(sync_mu_);
+    for (const auto& id : settled)
+      if (auto it = accepted_at_.find(id); it != accepted_at_.end() && it->second < seq) accepted_at_.erase(it);
+    for (const auto& id : rejected) accepted_at_.erase(id);
+  }
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > 10) s += ", ... (" + std::to_string(v.size()) + " in all)";
+    return s;
+  };
+  if (!deleted.empty()) {
+    local_key_effects("delete", deleted);
+    spdlog::warn("{} accepted minion key(s) removed: not on the cluster's share (deleted there while this master did "
+                 "not hear it; snapshot from {}): {}",
+                 deleted.size(), from, names(deleted));
+  }
+  if (!replaced.empty()) {
+    // Sessions made for the old key end; the minion signs in again with the share's.
+    local_key_effects("reject", replaced);
+    spdlog::warn("{} accepted minion key(s) replaced by the key on the cluster's share (changed there while this "
+                 "master did not hear it, or an accept here the share refused; snapshot from {}): {}",
+                 replaced.size(), from, names(replaced));
+  }
+  if (!rejected.empty()) {
+    local_key_effects("reject", rejected);
+    spdlog::warn("{} accepted minion key(s) moved to rejected: rejected on the cluster's share (snapshot from {}): {}",
+                 rejected.size(), from, names(rejected));
+  }
+  if (!resend.empty() && peers()) {
+    cluster::msg::key_event msg{"accept", {}, true, cluster::id_pems{}};
+    for (const auto& id : resend)
+      if (auto pem = keys_.read(key_state::accepted, id)) {
+        msg.ids.push_back(id);
+        msg.pubs->emplace_back(id, *pem);
+      }
+    if (!msg.ids.empty()) {
+      peers()->broadcast(msg);
+      spdlog::info("{} minion key(s) accepted here but not on the cluster's share: told the peers again: {}",
+                   msg.ids.size(), names(msg.ids));
+    }
+  }
 }
 
 void key_service::apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap) {
@@ -393,11 +543,16 @@ void key_service::apply_key_snapshot(const std::string& from, const cluster::msg
   {
     std::lock_guard lk(sync_mu_);
     revoked = revoked_at_;
+    if (snap.share) share_peers_.insert(from);
+    else share_peers_.erase(from);
   }
+  if (snap.share && seq > 0) reconcile_with_share(from, snap, seq);
   std::size_t added = 0, skipped = 0;
   for (auto st : {key_state::accepted, key_state::rejected}) {
     for (const auto& [id, pem] : st == key_state::accepted ? snap.accepted : snap.rejected) {
       if (!pki::valid_id(id) || keys_.exists(st, id) || !crypto::rsa_key::from_public_pem(pem)) continue;
+      // Accepted here and rejected there: reconcile_with_share decides (kept while fresh).
+      if (st == key_state::rejected && keys_.exists(key_state::accepted, id)) continue;
       if (auto rv = revoked.find(id); rv != revoked.end() && rv->second >= seq) {
         ++skipped;  // deleted or rejected here after this snapshot was asked for
         continue;
@@ -454,6 +609,7 @@ bool key_service::key_event(const std::string& act, const std::vector<std::strin
   bool rotated = false;
   const bool revoke = act == "reject" || act == "delete";
   local_key_effects(act, ids);
+  if (act == "accept" && clustered()) note_accepted_here(ids);  // a local copy: until the share has them
   // salt/key, one per id, as salt/key.py: {result, act, id, pub (accept/reject)}. Fired on
   // this master only (the cluster forwards it to the peers' buses).
   for (const auto& id : ids) {

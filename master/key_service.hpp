@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,6 +119,10 @@ class key_service {
   void peer_cluster_key(const std::string& from, const cluster::msg::cluster_key& m);
   // A peer link came up: a local copy asks it for the minion keys.
   void on_peer_up(const std::string& id);
+  // A local copy accepted a minion's key by itself (auto_accept, autosign; the request
+  // router calls this after the write): the peers are told, with the key, so the share
+  // has it too (docs/cluster.md, "A local cluster_pki_dir").
+  void accepted_here(const std::string& id);
   // peers/<id>.pub of these peers was deleted: rotate unless .aes changed since.
   void on_peers_removed(const std::vector<std::string>& ids);
   // salt-run cluster.rotate_key: the runner's return and retcode.
@@ -139,6 +144,12 @@ class key_service {
   cluster::msg::keys key_snapshot() const;
   cluster::msg::key_sync key_sync_request();
   void apply_key_snapshot(const std::string& from, const cluster::msg::keys& snap);
+  // Local copy, a complete snapshot from the share that answers our request `seq`: an
+  // accepted key the share has not is removed (rejected there: moved to rejected), unless
+  // it was written within k_fresh_key_grace before the request or accepted here since; an
+  // accept made here that the share lacks is sent again instead.
+  void reconcile_with_share(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq);
+  void note_accepted_here(const std::vector<std::string>& ids);
 
   const config::master_config& cfg_;
   master_links& links_;
@@ -165,9 +176,16 @@ class key_service {
   // Local copy: a snapshot answering a key-sync sent before a delete/reject may still hold
   // that key. Each revoked id remembers how many key-syncs had been sent; a snapshot for an
   // earlier or the same request does not bring it back. Guarded by sync_mu_.
-  std::mutex sync_mu_;
+  mutable std::mutex sync_mu_;
   std::uint64_t sync_seq_ = 0;
   std::map<std::string, std::uint64_t> revoked_at_;
+  // Local copy: ids accepted on this master (salt-key here, auto-accepts), with sync_seq_
+  // at that moment, until a snapshot from the share settles them; when each of the last
+  // key-sync requests was sent; the peers whose last snapshot came from the share (asked
+  // first). Guarded by sync_mu_.
+  std::map<std::string, std::uint64_t> accepted_at_;
+  std::map<std::uint64_t, std::filesystem::file_time_type> sync_sent_at_;
+  std::set<std::string> share_peers_;
 };
 
 }  // namespace sylvite::master

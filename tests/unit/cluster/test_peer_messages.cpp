@@ -65,6 +65,9 @@ std::vector<golden> goldens() {
       // {accepted: {}, rejected: {}, aes: "K=", aes_gen: 4}
       {"keys aes", msg::keys{{}, {}, std::nullopt, std::nullopt, std::string("K="), 4}, "keys",
        "84a8616363657074656480a872656a656374656480a3616573a24b3da76165735f67656e04"},
+      // {accepted: {m1: P1}, rejected: {}, for, seq, share: true} (a member on the share)
+      {"keys share", msg::keys{{{"m1", "P1"}}, {}, std::string("j1"), 7, std::nullopt, std::nullopt, true}, "keys",
+       "85a8616363657074656481a26d31a25031a872656a656374656480a3666f72a26a31a373657107a57368617265c3"},
       // {accepted: {}, rejected: {m3: P3}} (a snapshot not asked for)
       {"keys plain", msg::keys{{}, {{"m3", "P3"}}, std::nullopt, std::nullopt}, "keys",
        "82a8616363657074656480a872656a656374656481a26d33a25033"},
@@ -247,6 +250,7 @@ TEST(PeerMessages, decode_refuses_with_a_reason) {
       {"keys", value{{"seq", true}}, "seq is not an integer"},
       {"keys", value{{"aes", 1}}, "aes is not text"},
       {"keys", value{{"aes", "K="}, {"aes_gen", -2}}, "aes_gen is negative"},
+      {"keys", value{{"share", 1}}, "share is not a bool"},
       {"join", value{{"pub", "P"}}, "no id"},
       {"join", value{{"id", "j"}}, "no pub"},
       {"join", value{{"id", "j"}, {"pub", "P"}, {"local", "yes"}}, "local is not a bool"},

@@ -417,6 +417,187 @@ TEST_F(LocalCopyFixture, malformed_peer_messages_are_refused) {
   EXPECT_FALSE(has("m1"));
 }
 
+// A complete snapshot from a master on the share removes, on a local copy, an accepted
+// key the share has not (its delete or reject was lost to this master: a full peer
+// queue, or this master was down); a fresh file or an accept made here is kept.
+struct ShareSnapshotFixture : LocalCopyFixture {
+  value share_snap(std::initializer_list<std::pair<std::string, int>> accepted,
+                   std::initializer_list<std::pair<std::string, int>> rejected, std::int64_t seq) {
+    value snap = snapshot(accepted, core->cfg().id, seq);
+    for (const auto& [id, k] : rejected) snap["rejected"][id] = cached_key(k).public_pem();
+    snap["share"] = true;
+    return snap;
+  }
+  void backdate(const std::string& id, pki::key_state st = pki::key_state::accepted) {
+    fs::last_write_time(core->key_store().path(st, id), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  }
+  std::vector<value> sent_key_events() {
+    std::vector<value> out;
+    for (const auto& [to, type, body] : peers.sent)
+      if (type == "key") out.push_back(body);
+    return out;
+  }
+};
+
+TEST_F(ShareSnapshotFixture, keys_missing_on_the_share_are_removed) {
+  const auto s1 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}, {"m2", 2}, {"m3", 3}}, {}, s1));
+  ASSERT_TRUE(has("m1") && has("m2") && has("m3"));
+  for (auto id : {"m1", "m2", "m3"}) backdate(id);
+
+  // Deleted on the share (m1), rejected there (m2), while this master did not hear it.
+  const auto s2 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m3", 3}}, {{"m2", 2}}, s2));
+  EXPECT_FALSE(has("m1"));
+  EXPECT_FALSE(has("m2"));
+  EXPECT_TRUE(core->key_store().exists(pki::key_state::rejected, "m2"));
+  EXPECT_TRUE(has("m3"));
+  EXPECT_NE(std::find(sink.disconnected.begin(), sink.disconnected.end(), "m1"), sink.disconnected.end());
+  EXPECT_NE(std::find(sink.disconnected.begin(), sink.disconnected.end(), "m2"), sink.disconnected.end());
+
+  // Not from the share (a local-copy peer, an older sender), or not our request: no removal.
+  const auto s3 = ask();
+  value other = share_snap({}, {}, s3);
+  other.erase("share");
+  core->handle_peer("p1", "keys", other);
+  core->handle_peer("p1", "keys", share_snap({}, {}, 0));
+  value theirs = share_snap({}, {}, s3);
+  theirs["for"] = "other";
+  core->handle_peer("p1", "keys", theirs);
+  EXPECT_TRUE(has("m3"));
+
+  // A key file written lately (salt-key here writes it before the daemon hears of it) is
+  // kept; the same file older than the grace is removed.
+  ASSERT_TRUE(core->key_store().write(pki::key_state::accepted, "m4", cached_key(4).public_pem()));
+  const auto s4 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m3", 3}}, {}, s4));
+  EXPECT_TRUE(has("m4"));
+  backdate("m4");
+  const auto s5 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m3", 3}}, {}, s5));
+  EXPECT_FALSE(has("m4"));
+  EXPECT_TRUE(has("m3"));
+
+  // Another key under the same id on the share (the minion's key replaced there): the
+  // share's key, and the sessions made with the old one end.
+  sink.disconnected.clear();
+  const auto s6 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m3", 6}}, {}, s6));
+  EXPECT_EQ(core->key_store().read(pki::key_state::accepted, "m3").value_or(""), cached_key(6).public_pem());
+  EXPECT_EQ(sink.disconnected, std::vector<std::string>{"m3"});
+}
+
+// An answer to a request older than the last 16 is not used to remove keys.
+TEST_F(ShareSnapshotFixture, answers_to_forgotten_requests_remove_nothing) {
+  const auto s1 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s1));
+  backdate("m1");
+  const auto old = ask();
+  for (int i = 0; i < 16; ++i) (void)ask();
+  core->handle_peer("p1", "keys", share_snap({}, {}, old));
+  EXPECT_TRUE(has("m1"));
+}
+
+// salt-key -a on a local copy: the peers are told with the key; until a snapshot from the
+// share has it, it is kept and told again; once settled, the share's word removes it.
+TEST_F(ShareSnapshotFixture, accept_made_here_is_told_again_until_the_share_has_it) {
+  (void)ask();
+  peers.sent.clear();
+  ASSERT_TRUE(core->key_store().write(pki::key_state::accepted, "m5", cached_key(5).public_pem()));
+  core->key_event("accept", {"m5"});
+  auto ev = sent_key_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), "accept");
+  EXPECT_TRUE(wire::get_bool(ev[0], "local").value_or(false));
+  ASSERT_TRUE(wire::find(ev[0], "pubs") && wire::find(ev[0], "pubs")->contains("m5"));
+  backdate("m5");
+
+  // The answer to a request sent before the accept: kept, nothing sent.
+  // (ask() clears peers.sent.)
+  const auto s2 = ask();
+  core->handle_peer("p1", "keys", share_snap({}, {}, s2));  // the accept never reached the share
+  EXPECT_TRUE(has("m5"));
+  ev = sent_key_events();
+  ASSERT_EQ(ev.size(), 1u);  // told again
+  EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), "accept");
+  ASSERT_TRUE(wire::find(ev[0], "pubs") && wire::find(ev[0], "pubs")->contains("m5"));
+
+  const auto s3 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m5", 5}}, {}, s3));  // the share has it: settled
+  EXPECT_TRUE(has("m5"));
+  EXPECT_TRUE(sent_key_events().empty());
+  const auto s4 = ask();
+  core->handle_peer("p1", "keys", share_snap({}, {}, s4));  // deleted there later, event lost
+  EXPECT_FALSE(has("m5"));
+  EXPECT_TRUE(sent_key_events().empty());
+}
+
+// The tick asks a peer whose snapshots come from the share before a local-copy peer.
+TEST_F(ShareSnapshotFixture, key_sync_prefers_a_peer_on_the_share) {
+  struct two_peers final : master::peer_sink {
+    std::vector<std::string> to;
+    void broadcast(const std::string&, const value&) override {}
+    bool send(const std::string& t, const std::string&, const value&) override {
+      to.push_back(t);
+      return true;
+    }
+    value status() const override {
+      return value::array({value{{"id", "local1"}, {"state", "up"}}, value{{"id", "share1"}, {"state", "up"}}});
+    }
+    void drop_peer(const std::string&) override {}
+  } two;
+  core->set_peer_sink(&two);
+  core->maintenance();  // no snapshot yet: the first peer that is up
+  ASSERT_EQ(two.to.size(), 1u);
+  EXPECT_EQ(two.to[0], "local1");
+  value from_local = snapshot({}, core->cfg().id, 1);
+  core->handle_peer("local1", "keys", from_local);
+  core->handle_peer("share1", "keys", share_snap({}, {}, 1));
+  two.to.clear();
+  for (int i = 0; i < 12; ++i) core->maintenance();
+  ASSERT_FALSE(two.to.empty());
+  EXPECT_EQ(two.to.back(), "share1");
+  core->set_peer_sink(&peers);
+}
+
+// A member on the share marks its snapshot complete; a local copy's never is.
+TEST_F(LocalCopyFixture, only_a_member_on_the_share_answers_as_the_share) {
+  accept_key(*core, m1);
+  peers.sent.clear();
+  core->handle_peer("j1", "key-sync", value{{"for", "j1"}, {"seq", 3}});
+  ASSERT_EQ(peers.sent.size(), 1u);
+  EXPECT_FALSE(wire::get_bool(std::get<2>(peers.sent.at(0)), "share").value_or(false));
+}
+
+struct LocalCopyAutoAcceptFixture : LocalCopyFixture {
+  void customize(config::master_config& c) override {
+    LocalCopyFixture::customize(c);
+    c.auto_accept = true;
+  }
+};
+
+// An auto-accept on a local copy reaches the share: the peers get the key.
+TEST_F(LocalCopyAutoAcceptFixture, auto_accept_tells_the_peers) {
+  peers.sent.clear();
+  auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
+  ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false)) << reply.dump();
+  ASSERT_TRUE(has("m1"));
+  std::vector<value> ev;
+  for (const auto& [to, type, body] : peers.sent)
+    if (type == "key") ev.push_back(body);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), "accept");
+  EXPECT_TRUE(wire::get_bool(ev[0], "local").value_or(false));
+  const value* pubs = wire::find(ev[0], "pubs");
+  ASSERT_TRUE(pubs && pubs->contains("m1"));
+  EXPECT_EQ((*pubs)["m1"].get<std::string>(), *core->key_store().read(pki::key_state::accepted, "m1"));
+  // A second sign-in with the key accepted already tells nobody.
+  peers.sent.clear();
+  reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
+  ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false));
+  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+}
+
 // A member answers key-sync to the asker, echoing who asked and which request.
 TEST_F(LocalCopyFixture, key_sync_answer_echoes_the_request) {
   accept_key(*core, m1);
@@ -734,6 +915,16 @@ TEST_F(ShareMemberFixture, drop_file_rotation_tells_the_generation) {
   const auto& ans = std::get<2>(peers.sent.at(0));
   EXPECT_EQ(wire::get_text(ans, "aes").value_or(""), core->aes().current()->crypt.key_string());
   EXPECT_EQ(wire::get_int(ans, "aes_gen").value_or(0), static_cast<std::int64_t>(g1));
+  // Listed and read whole on the share: a local copy may remove keys on its word.
+  EXPECT_TRUE(wire::get_bool(ans, "share").value_or(false));
+  // A key file that cannot be read (here: over the 1 MiB a key file may hold) makes the
+  // answer incomplete: a failed read must not pass for a delete.
+  ASSERT_TRUE(util::write_file_atomic(core->key_store().path(pki::key_state::accepted, "m9"),
+                                      std::string((1u << 20) + 1, 'x'), 0644));
+  peers.sent.clear();
+  core->handle_peer("j1", "key-sync", value{{"for", "j1"}, {"seq", 2}});
+  ASSERT_EQ(peers.sent.size(), 1u);
+  EXPECT_FALSE(wire::get_bool(std::get<2>(peers.sent.at(0)), "share").value_or(false));
 }
 
 struct InlineClusterFixture : LocalCopyFixture {};
