@@ -261,11 +261,14 @@ void key_service::on_peers_removed(const std::vector<std::string>& ids) {
   }
   // Every member sees the deletion: one rotation. If .aes was written after peers/ last
   // changed, a master (or salt-run cluster.remove) rotated after the removal already.
+  // The key is picked up before the times are read: a rotation after that pick-up makes
+  // rotate_aes below adopt it (the share no longer holds the key this master expects),
+  // one before it shows in the times, so two members never rotate for one removal.
   const fs::path cdir = *cfg_.cluster_pki_dir;
+  (void)reload_cluster_aes(false);
   std::error_code e1, e2;
   const auto removed_at = fs::last_write_time(cdir / "peers", e1);
   const auto aes_at = fs::last_write_time(cdir / ".aes", e2);
-  (void)reload_cluster_aes(false);
   if (!e1 && !e2 && aes_at >= removed_at) {
     spdlog::info("cluster peer(s) {} removed (peers/<id>.pub deleted); the AES key was rotated since", list);
     return;

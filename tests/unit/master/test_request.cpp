@@ -3,10 +3,9 @@
 // key events and the maintenance tick.
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include <ctime>
 #include <filesystem>
+#include <thread>
 #include <tuple>
 
 #include "cluster/cluster_pki.hpp"
@@ -925,6 +924,39 @@ TEST_F(ShareMemberFixture, drop_file_rotation_tells_the_generation) {
   core->handle_peer("j1", "key-sync", value{{"for", "j1"}, {"seq", 2}});
   ASSERT_EQ(peers.sent.size(), 1u);
   EXPECT_FALSE(wire::get_bool(std::get<2>(peers.sent.at(0)), "share").value_or(false));
+}
+
+// peers/<id>.pub deleted: the members on the share rotate once. A member that finds the
+// key rotated after the removal (another member was first) takes that key instead.
+TEST_F(ShareMemberFixture, removed_peer_rotates_once) {
+  const fs::path cdir = *core->cfg().cluster_pki_dir;
+  auto key = [&] { return core->aes().current()->crypt.key_string(); };
+  fs::create_directories(cdir / "peers");
+  ASSERT_TRUE(util::write_file_atomic(cdir / "peers" / "p9.pub", "x", 0644));
+  ASSERT_TRUE(util::write_file_atomic(cdir / "peers" / "p8.pub", "x", 0644));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // file times apart
+  const auto k0 = key();
+  const auto g0 = cluster::read_aes_gen(cdir);
+  ASSERT_TRUE(util::remove_file(cdir / "peers" / "p9.pub"));
+  core->on_peers_removed({"p9"});
+  const auto k1 = key();
+  EXPECT_NE(k1, k0);
+  EXPECT_GT(cluster::read_aes_gen(cdir), g0);
+  EXPECT_EQ(util::read_file(cdir / ".aes").value(), k1);
+  // Told again (another watcher's notice): rotated since the removal, nothing more.
+  const auto g1 = cluster::read_aes_gen(cdir);
+  core->on_peers_removed({"p9"});
+  EXPECT_EQ(key(), k1);
+  EXPECT_EQ(cluster::read_aes_gen(cdir), g1);
+  // Another member rotated after the next removal, before this one looked: its key.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(util::remove_file(cdir / "peers" / "p8.pub"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto other = cluster::rotate_aes(cdir, k1, nullptr);
+  ASSERT_TRUE(other && other->rotated);
+  core->on_peers_removed({"p8"});
+  EXPECT_EQ(key(), other->now.key);
+  EXPECT_EQ(cluster::read_aes_gen(cdir), other->now.gen);
 }
 
 struct InlineClusterFixture : LocalCopyFixture {};
