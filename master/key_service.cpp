@@ -372,6 +372,15 @@ void key_service::apply_peer_keys(const std::string& act, const std::vector<std:
           spdlog::warn("cannot record the accepted key of {} from a cluster peer: {}", id, r.error().message());
         (void)keys_.remove(key_state::pending, id);
       }
+    } else if (act == "pend") {
+      // A minion signed in to a local copy: its key is pending on the share too, unless
+      // the id has a key there in any state already (never replaced by a peer's word).
+      const std::string* pem = pubs ? cluster::find_pem(*pubs, id) : nullptr;
+      if (pem && !keys_.state_of(id) && !keys_.exists(key_state::denied, id) &&
+          crypto::rsa_key::from_public_pem(*pem)) {
+        if (auto r = keys_.write(key_state::pending, id, *pem); !r)
+          spdlog::warn("cannot record the pending key of {} from a cluster peer: {}", id, r.error().message());
+      }
     } else if (act == "reject") {  // on a shared directory already done: a no-op
       for (auto from : {key_state::accepted, key_state::pending})
         if (keys_.exists(from, id)) (void)keys_.move(id, from, key_state::rejected);
@@ -428,6 +437,14 @@ void key_service::accepted_here(const std::string& id) {
   cluster::msg::key_event msg{"accept", {id}, true, cluster::id_pems{{id, *pem}}};
   peers()->broadcast(msg);
   spdlog::debug("key of {} accepted here (local cluster_pki_dir): told the cluster peers", id);
+}
+
+void key_service::pending_here(const std::string& id) {
+  if (!clustered() || !local_copy_ || !pki::valid_id(id) || !peers()) return;
+  auto pem = keys_.read(pki::key_state::pending, id);
+  if (!pem) return;
+  peers()->broadcast(cluster::msg::key_event{"pend", {id}, true, cluster::id_pems{{id, *pem}}});
+  spdlog::debug("key of {} pending here (local cluster_pki_dir): told the cluster peers", id);
 }
 
 void key_service::reconcile_with_share(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq) {

@@ -121,8 +121,11 @@ class key_service {
   void on_peer_up(const std::string& id);
   // A local copy accepted a minion's key by itself (auto_accept, autosign; the request
   // router calls this after the write): the peers are told, with the key, so the share
-  // has it too (docs/cluster.md, "A local cluster_pki_dir").
+  // has it too (docs/cluster.md, "Adding a master (join)", the local copy).
   void accepted_here(const std::string& id);
+  // A minion's key went pending on a local copy: the peers get it, so `salt-key -L` on
+  // any master lists it and an accept there reaches this master with the key.
+  void pending_here(const std::string& id);
   // peers/<id>.pub of these peers was deleted: rotate unless .aes changed since.
   void on_peers_removed(const std::vector<std::string>& ids);
   // salt-run cluster.rotate_key: the runner's return and retcode.

@@ -174,10 +174,10 @@ def test_joiner_with_a_local_cluster_pki_dir_mirrors_keys_and_aes(env, cluster):
 
 
 def test_local_copy_settles_missed_deletes_and_tells_the_share_its_accepts(env, cluster):
-    """A local-copy master that was down while a key was deleted on the share removes its
-    copy when it is back (a complete key snapshot from a member on the share settles it);
-    a key it auto-accepts itself reaches the share, so a job from a member reaches that
-    minion."""
+    """A minion key pending on a local-copy master is pending on the share too; a local
+    copy that was down while a key was deleted on the share removes its copy when it is
+    back (a complete key snapshot from a member on the share settles it); a key it
+    auto-accepts itself reaches the share, so a job from a member reaches that minion."""
     cluster.start_lb()
     names = ["lr1", "lr2"]
     for n in names:
@@ -185,12 +185,24 @@ def test_local_copy_settles_missed_deletes_and_tells_the_share_its_accepts(env, 
     cm1 = cluster.masters[0]
     wait_for(lambda: set(names) <= set(cm1.keys().get("minions_pre", [])), 60, "keys pending")
     assert cm1.salt_key("-A", "-y").returncode == 0
-    j = make_joiner(env, cluster, auto_accept=True)
+    j = make_joiner(env, cluster)
     j.start()
     j.wait_ready()
     cpki = j.root / "cpki"
     wait_for(lambda: {p.name for p in (cpki / "minions").iterdir()} >= set(names), 30, "keys copied to cm4")
+    # A minion signing in to cm4 alone goes pending there and on the share: salt-key on
+    # cm1 lists it and accepts it, and the accept reaches cm4 with the key.
+    lp = env.minion("lp1", j, acceptance_wait_time=1, random_reauth_delay=1)
+    lp.start()
+    wait_for(lambda: "lp1" in cm1.keys().get("minions_pre", []), 60, "lp1 pending on the share")
+    assert (cluster.shared / "pki" / "minions_pre" / "lp1").read_text() == (cpki / "minions_pre" / "lp1").read_text()
+    assert cm1.salt_key("-a", "lp1", "-y").returncode == 0
+    wait_for(lambda: (cpki / "minions" / "lp1").exists() and not (cpki / "minions_pre" / "lp1").exists(), 30,
+             "lp1 accepted on cm4")
+    wait_for(lambda: j.salt_json("lp1", "test.ping", "-t", "5") == {"lp1": True}, 60, "lp1 to answer cm4")
     j.stop()
+    j.opts["auto_accept"] = True
+    j.write_config()
     # Deleted on the share while cm4 is down, then cm1 restarted: the key event cm1 queued
     # for cm4 is gone with it, so cm4 never hears of the delete.
     assert cm1.salt_key("-d", "lr2", "-y").returncode == 0

@@ -568,6 +568,32 @@ TEST_F(LocalCopyFixture, only_a_member_on_the_share_answers_as_the_share) {
   EXPECT_FALSE(wire::get_bool(std::get<2>(peers.sent.at(0)), "share").value_or(false));
 }
 
+// A new minion signing in to a local copy goes pending there, and the peers get its key
+// ("pend"), so salt-key on a master on the share lists and accepts it.
+TEST_F(LocalCopyFixture, pending_key_is_told_to_the_peers) {
+  peers.sent.clear();
+  auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
+  ASSERT_TRUE(core->key_store().exists(pki::key_state::pending, "m1")) << reply.dump();
+  std::vector<value> ev;
+  for (const auto& [to, type, body] : peers.sent)
+    if (type == "key") ev.push_back(body);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), "pend");
+  EXPECT_TRUE(wire::get_bool(ev[0], "local").value_or(false));
+  const value* pubs = wire::find(ev[0], "pubs");
+  ASSERT_TRUE(pubs && pubs->contains("m1"));
+  EXPECT_EQ((*pubs)["m1"].get<std::string>(), *core->key_store().read(pki::key_state::pending, "m1"));
+  // Signing in again while pending writes nothing and tells nobody.
+  peers.sent.clear();
+  (void)core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
+  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+  // The share accepts it: the accept comes back with the key; pending is cleared here.
+  core->handle_peer("p1", "key", value{{"act", "accept"}, {"ids", value::array({"m1"})},
+                                      {"pubs", value{{"m1", m1.key.public_pem()}}}});
+  EXPECT_TRUE(has("m1"));
+  EXPECT_FALSE(core->key_store().exists(pki::key_state::pending, "m1"));
+}
+
 struct LocalCopyAutoAcceptFixture : LocalCopyFixture {
   void customize(config::master_config& c) override {
     LocalCopyFixture::customize(c);
@@ -957,6 +983,23 @@ TEST_F(ShareMemberFixture, removed_peer_rotates_once) {
   core->on_peers_removed({"p8"});
   EXPECT_EQ(key(), other->now.key);
   EXPECT_EQ(cluster::read_aes_gen(cdir), other->now.gen);
+}
+
+// On the share, a local copy's "pend" writes the pending key unless the id has a key in
+// some state already.
+TEST_F(ShareMemberFixture, pending_key_from_a_local_copy_is_recorded_once) {
+  auto pend = [](const std::string& id, const std::string& pem) {
+    return value{{"act", "pend"}, {"ids", value::array({id})}, {"local", true}, {"pubs", value{{id, pem}}}};
+  };
+  core->handle_peer("j1", "key", pend("m7", cached_key(7).public_pem()));
+  EXPECT_EQ(core->key_store().read(pki::key_state::pending, "m7").value_or(""), cached_key(7).public_pem());
+  core->handle_peer("j1", "key", pend("m7", cached_key(8).public_pem()));  // not replaced
+  EXPECT_EQ(core->key_store().read(pki::key_state::pending, "m7").value_or(""), cached_key(7).public_pem());
+  accept_key(*core, m1);
+  core->handle_peer("j1", "key", pend("m1", cached_key(8).public_pem()));  // accepted already
+  EXPECT_FALSE(core->key_store().exists(pki::key_state::pending, "m1"));
+  core->handle_peer("j1", "key", pend("m6", "not a key"));
+  EXPECT_FALSE(core->key_store().exists(pki::key_state::pending, "m6"));
 }
 
 struct InlineClusterFixture : LocalCopyFixture {};
