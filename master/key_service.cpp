@@ -338,6 +338,7 @@ void key_service::local_key_effects(const std::string& act, const std::vector<st
         accepted_at_.erase(id);
       } else if (act == "accept") {
         revoked_at_.erase(id);
+        revoked_here_.erase(id);  // accepted again, here or on a peer: the later word
       }
     }
   }
@@ -427,6 +428,41 @@ void key_service::note_accepted_here(const std::vector<std::string>& ids) {
   if (!local_copy_) return;
   std::lock_guard lk(sync_mu_);
   for (const auto& id : ids) accepted_at_[id] = sync_seq_;
+}
+
+void key_service::note_revoked_here(const std::string& act, const std::vector<std::string>& ids, bool rotate) {
+  if (!local_copy_) return;
+  std::lock_guard lk(sync_mu_);
+  for (const auto& id : ids) revoked_here_[id] = revoke_here{act, sync_seq_, rotate};
+}
+
+void key_service::settle_revokes(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq) {
+  std::set<std::string_view> on_share;
+  for (const auto& [id, pem] : snap.accepted) on_share.insert(id);
+  std::map<std::string, std::vector<std::string>> resend;  // act -> ids
+  bool rotate = false;
+  {
+    std::lock_guard lk(sync_mu_);
+    for (auto it = revoked_here_.begin(); it != revoked_here_.end();) {
+      if (it->second.seq >= seq) {  // made after the request: not in this answer yet
+        ++it;
+      } else if (on_share.contains(it->first)) {
+        resend[it->second.act].push_back(it->first);
+        rotate = rotate || it->second.rotate;
+        ++it;
+      } else {
+        it = revoked_here_.erase(it);  // the share no longer has it accepted
+      }
+    }
+  }
+  if (resend.empty() || !peers()) return;
+  for (auto& [act, ids] : resend) {
+    spdlog::warn("{} minion key(s) {} here are still accepted on the cluster's share (snapshot from {}): told the "
+                 "peers again",
+                 ids.size(), act == "delete" ? "deleted" : "rejected", from);
+    peers()->broadcast(cluster::msg::key_event{act, std::move(ids), true, std::nullopt});
+  }
+  if (rotate && cfg_.rotate_aes_key) peers()->send(from, cluster::msg::aes_rotate{"key revoked on a local copy"});
 }
 
 void key_service::accepted_here(const std::string& id) {
@@ -560,13 +596,18 @@ void key_service::apply_key_snapshot(const std::string& from, const cluster::msg
   if (snap.asker.value_or("") == cfg_.id)
     seq = static_cast<std::uint64_t>(std::max<std::int64_t>(0, snap.seq.value_or(0)));
   std::map<std::string, std::uint64_t> revoked;
+  std::set<std::string> revoked_here;
   {
     std::lock_guard lk(sync_mu_);
     revoked = revoked_at_;
+    for (const auto& [id, r] : revoked_here_) revoked_here.insert(id);
     if (snap.share) share_peers_.insert(from);
     else share_peers_.erase(from);
   }
-  if (snap.share && seq > 0) reconcile_with_share(from, snap, seq);
+  if (snap.share && seq > 0) {
+    reconcile_with_share(from, snap, seq);
+    settle_revokes(from, snap, seq);
+  }
   std::size_t added = 0, skipped = 0;
   for (auto st : {key_state::accepted, key_state::rejected}) {
     for (const auto& [id, pem] : st == key_state::accepted ? snap.accepted : snap.rejected) {
@@ -575,6 +616,10 @@ void key_service::apply_key_snapshot(const std::string& from, const cluster::msg
       if (st == key_state::rejected && keys_.exists(key_state::accepted, id)) continue;
       if (auto rv = revoked.find(id); rv != revoked.end() && rv->second >= seq) {
         ++skipped;  // deleted or rejected here after this snapshot was asked for
+        continue;
+      }
+      if (st == key_state::accepted && revoked_here.contains(id)) {
+        ++skipped;  // rejected or deleted with salt-key here, not yet on the share
         continue;
       }
       if (auto r = keys_.write(st, id, pem); !r) {
@@ -630,6 +675,7 @@ bool key_service::key_event(const std::string& act, const std::vector<std::strin
   const bool revoke = act == "reject" || act == "delete";
   local_key_effects(act, ids);
   if (act == "accept" && clustered()) note_accepted_here(ids);  // a local copy: until the share has them
+  if (revoke && clustered()) note_revoked_here(act, ids, rotate);
   // salt/key, one per id, as salt/key.py: {result, act, id, pub (accept/reject)}. Fired on
   // this master only (the cluster forwards it to the peers' buses).
   for (const auto& id : ids) {

@@ -153,6 +153,11 @@ class key_service {
   // accept made here that the share lacks is sent again instead.
   void reconcile_with_share(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq);
   void note_accepted_here(const std::vector<std::string>& ids);
+  void note_revoked_here(const std::string& act, const std::vector<std::string>& ids, bool rotate);
+  // Local copy, the same answer: a reject or delete made here that the share still shows
+  // accepted is sent again (with the rotation it asked for); one the share shows
+  // settled is forgotten.
+  void settle_revokes(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq);
 
   const config::master_config& cfg_;
   master_links& links_;
@@ -187,6 +192,15 @@ class key_service {
   // key-sync requests was sent; the peers whose last snapshot came from the share (asked
   // first). Guarded by sync_mu_.
   std::map<std::string, std::uint64_t> accepted_at_;
+  // Local copy: rejects and deletes made here (salt-key on this master) until a snapshot
+  // from the share no longer shows the key accepted; a snapshot never brings such a key
+  // back meanwhile. Guarded by sync_mu_.
+  struct revoke_here {
+    std::string act;
+    std::uint64_t seq = 0;
+    bool rotate = false;
+  };
+  std::map<std::string, revoke_here> revoked_here_;
   std::map<std::uint64_t, std::filesystem::file_time_type> sync_sent_at_;
   std::set<std::string> share_peers_;
 };

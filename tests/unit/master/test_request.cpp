@@ -5,6 +5,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <thread>
 #include <tuple>
 
@@ -529,6 +530,52 @@ TEST_F(ShareSnapshotFixture, accept_made_here_is_told_again_until_the_share_has_
   core->handle_peer("p1", "keys", share_snap({}, {}, s4));  // deleted there later, event lost
   EXPECT_FALSE(has("m5"));
   EXPECT_TRUE(sent_key_events().empty());
+}
+
+// salt-key -d / -r on a local copy whose key event never reached the share: the share's
+// answers do not bring the key back; the revoke is sent again until the share no longer
+// has the key accepted; after that the share's word stands again.
+TEST_F(ShareSnapshotFixture, revoke_made_here_is_told_again_until_the_share_has_it) {
+  const auto s1 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}, {"m2", 2}}, {}, s1));
+  ASSERT_TRUE(has("m1") && has("m2"));
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));  // salt-key -d m1 here
+  core->key_event("delete", {"m1"});
+  ASSERT_TRUE(core->key_store().move("m2", pki::key_state::accepted, pki::key_state::rejected));  // salt-key -r m2
+  core->key_event("reject", {"m2"});
+  for (int round = 0; round < 2; ++round) {  // the events were lost: the share still has both
+    const auto s = ask();
+    core->handle_peer("p1", "keys", share_snap({{"m1", 1}, {"m2", 2}}, {}, s));
+    EXPECT_FALSE(has("m1"));
+    EXPECT_FALSE(has("m2"));
+    std::map<std::string, std::vector<std::string>> told;
+    for (const auto& [to, type, body] : peers.sent)
+      if (type == "key")
+        for (const auto& id : *wire::find(body, "ids"))
+          told[std::string(wire::get_text(body, "act").value_or(""))].push_back(id.get<std::string>());
+    EXPECT_EQ(told["delete"], std::vector<std::string>{"m1"});
+    EXPECT_EQ(told["reject"], std::vector<std::string>{"m2"});
+  }
+  // The share has them no longer: settled, nothing sent.
+  const auto s4 = ask();
+  core->handle_peer("p1", "keys", share_snap({}, {{"m2", 2}}, s4));
+  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+  // Accepted again on the share later (its event lost too): the share's word.
+  const auto s5 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s5));
+  EXPECT_TRUE(has("m1"));
+  // An accept after a revoke here (the share accepted it again, its event arrived):
+  // not held back.
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));
+  core->key_event("delete", {"m1"});
+  core->handle_peer("p1", "key", value{{"act", "accept"}, {"ids", value::array({"m1"})},
+                                      {"pubs", value{{"m1", cached_key(1).public_pem()}}}});
+  ASSERT_TRUE(has("m1"));
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));  // lost locally
+  const auto s6 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s6));
+  EXPECT_TRUE(has("m1"));
+  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
 }
 
 // The tick asks a peer whose snapshots come from the share before a local-copy peer.
