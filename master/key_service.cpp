@@ -465,22 +465,16 @@ void key_service::settle_revokes(const std::string& from, const cluster::msg::ke
   if (rotate && cfg_.rotate_aes_key) peers()->send(from, cluster::msg::aes_rotate{"key revoked on a local copy"});
 }
 
-void key_service::accepted_here(const std::string& id) {
+void key_service::key_written_here(pki::key_state st, const std::string& id, const std::string& pem) {
+  using pki::key_state;
   if (!clustered() || !local_copy_ || !pki::valid_id(id)) return;
-  note_accepted_here({id});
-  auto pem = keys_.read(pki::key_state::accepted, id);
-  if (!pem || !peers()) return;  // no peers now: the next snapshot sends it again
-  cluster::msg::key_event msg{"accept", {id}, true, cluster::id_pems{{id, *pem}}};
-  peers()->broadcast(msg);
-  spdlog::debug("key of {} accepted here (local cluster_pki_dir): told the cluster peers", id);
-}
-
-void key_service::pending_here(const std::string& id) {
-  if (!clustered() || !local_copy_ || !pki::valid_id(id) || !peers()) return;
-  auto pem = keys_.read(pki::key_state::pending, id);
-  if (!pem) return;
-  peers()->broadcast(cluster::msg::key_event{"pend", {id}, true, cluster::id_pems{{id, *pem}}});
-  spdlog::debug("key of {} pending here (local cluster_pki_dir): told the cluster peers", id);
+  if (st != key_state::accepted && st != key_state::pending) return;
+  const bool accepted = st == key_state::accepted;
+  if (accepted) note_accepted_here({id});
+  if (!peers()) return;  // an accept is sent again at the next snapshot from the share
+  peers()->broadcast(cluster::msg::key_event{accepted ? "accept" : "pend", {id}, true, cluster::id_pems{{id, pem}}});
+  spdlog::debug("key of {} {} here (local cluster_pki_dir): told the cluster peers", id,
+                accepted ? "accepted" : "pending");
 }
 
 void key_service::reconcile_with_share(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq) {

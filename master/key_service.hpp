@@ -119,13 +119,12 @@ class key_service {
   void peer_cluster_key(const std::string& from, const cluster::msg::cluster_key& m);
   // A peer link came up: a local copy asks it for the minion keys.
   void on_peer_up(const std::string& id);
-  // A local copy accepted a minion's key by itself (auto_accept, autosign; the request
-  // router calls this after the write): the peers are told, with the key, so the share
-  // has it too (docs/cluster.md, "Adding a master (join)", the local copy).
-  void accepted_here(const std::string& id);
-  // A minion's key went pending on a local copy: the peers get it, so `salt-key -L` on
-  // any master lists it and an accept there reaches this master with the key.
-  void pending_here(const std::string& id);
+  // A local copy wrote a minion's key by itself at a sign-in (the request router calls
+  // this after the write): accepted (auto_accept, autosign) or pending (a new minion).
+  // The peers are told with the key, so the share has it too and salt-key on any master
+  // lists it (docs/cluster.md, "Adding a master (join)", the local copy). Other states:
+  // nothing.
+  void key_written_here(pki::key_state st, const std::string& id, const std::string& pem);
   // peers/<id>.pub of these peers was deleted: rotate unless .aes changed since.
   void on_peers_removed(const std::vector<std::string>& ids);
   // salt-run cluster.rotate_key: the runner's return and retcode.

@@ -351,15 +351,14 @@ value request_router::handle_auth(value& load, int version, const std::string& p
   }
   auto out = authenticate(load, ctx);
   if (!out.actions.empty()) {
-    apply_key_actions(keys_.store(), out.actions);
+    const bool applied = apply_key_actions(keys_.store(), out.actions);
     if (!out.id.empty()) keys_.accepted().invalidate(out.id);
-    if (keys_.local_copy()) {  // an auto-accept or a new pending key on a local copy: the share learns of it
-      auto wrote = [&](pki::key_state st) {
-        return std::any_of(out.actions.begin(), out.actions.end(),
-                           [st](const key_action& a) { return a.what == key_action::kind::write && a.state == st; });
-      };
-      if (wrote(pki::key_state::accepted)) keys_.accepted_here(out.id);
-      else if (wrote(pki::key_state::pending)) keys_.pending_here(out.id);
+    if (applied && keys_.local_copy()) {  // an auto-accept or a new pending key on a local copy: the share learns of it
+      auto w = std::find_if(out.actions.begin(), out.actions.end(), [](const key_action& a) {
+        return a.what == key_action::kind::write &&
+               (a.state == pki::key_state::accepted || a.state == pki::key_state::pending);
+      });
+      if (w != out.actions.end()) keys_.key_written_here(w->state, w->id, w->pem);
     }
     if (pending_count_ && out.result == "pend" && !out.actions.empty() &&
         out.actions.front().state == pki::key_state::pending)

@@ -349,6 +349,22 @@ struct LocalCopyFixture : CoreFixture {
     return snap;
   }
   bool has(const std::string& id) { return core->key_store().exists(pki::key_state::accepted, id); }
+  std::vector<value> sent_key_events() {
+    std::vector<value> out;
+    for (const auto& [to, type, body] : peers.sent)
+      if (type == "key") out.push_back(body);
+    return out;
+  }
+  // Exactly one key event was sent: act for id, from a local copy, with the key pem.
+  void expect_one_key_event(const std::string& act, const std::string& id, const std::string& pem) {
+    auto ev = sent_key_events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), act);
+    EXPECT_TRUE(wire::get_bool(ev[0], "local").value_or(false));
+    const value* pubs = wire::find(ev[0], "pubs");
+    ASSERT_TRUE(pubs && pubs->contains(id));
+    EXPECT_EQ((*pubs)[id].get<std::string>(), pem);
+  }
   std::int64_t ask() {  // a key-sync request; returns its seq
     peers.sent.clear();
     core->on_peer_up("p1");
@@ -430,12 +446,6 @@ struct ShareSnapshotFixture : LocalCopyFixture {
   }
   void backdate(const std::string& id, pki::key_state st = pki::key_state::accepted) {
     fs::last_write_time(core->key_store().path(st, id), fs::file_time_type::clock::now() - std::chrono::hours(1));
-  }
-  std::vector<value> sent_key_events() {
-    std::vector<value> out;
-    for (const auto& [to, type, body] : peers.sent)
-      if (type == "key") out.push_back(body);
-    return out;
   }
 };
 
@@ -549,17 +559,16 @@ TEST_F(ShareSnapshotFixture, revoke_made_here_is_told_again_until_the_share_has_
     EXPECT_FALSE(has("m1"));
     EXPECT_FALSE(has("m2"));
     std::map<std::string, std::vector<std::string>> told;
-    for (const auto& [to, type, body] : peers.sent)
-      if (type == "key")
-        for (const auto& id : *wire::find(body, "ids"))
-          told[std::string(wire::get_text(body, "act").value_or(""))].push_back(id.get<std::string>());
+    for (const auto& body : sent_key_events())
+      for (const auto& id : *wire::find(body, "ids"))
+        told[std::string(wire::get_text(body, "act").value_or(""))].push_back(id.get<std::string>());
     EXPECT_EQ(told["delete"], std::vector<std::string>{"m1"});
     EXPECT_EQ(told["reject"], std::vector<std::string>{"m2"});
   }
   // The share has them no longer: settled, nothing sent.
   const auto s4 = ask();
   core->handle_peer("p1", "keys", share_snap({}, {{"m2", 2}}, s4));
-  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+  EXPECT_TRUE(sent_key_events().empty());
   // Accepted again on the share later (its event lost too): the share's word.
   const auto s5 = ask();
   core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s5));
@@ -575,7 +584,7 @@ TEST_F(ShareSnapshotFixture, revoke_made_here_is_told_again_until_the_share_has_
   const auto s6 = ask();
   core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s6));
   EXPECT_TRUE(has("m1"));
-  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+  EXPECT_TRUE(sent_key_events().empty());
 }
 
 // The tick asks a peer whose snapshots come from the share before a local-copy peer.
@@ -621,19 +630,11 @@ TEST_F(LocalCopyFixture, pending_key_is_told_to_the_peers) {
   peers.sent.clear();
   auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
   ASSERT_TRUE(core->key_store().exists(pki::key_state::pending, "m1")) << reply.dump();
-  std::vector<value> ev;
-  for (const auto& [to, type, body] : peers.sent)
-    if (type == "key") ev.push_back(body);
-  ASSERT_EQ(ev.size(), 1u);
-  EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), "pend");
-  EXPECT_TRUE(wire::get_bool(ev[0], "local").value_or(false));
-  const value* pubs = wire::find(ev[0], "pubs");
-  ASSERT_TRUE(pubs && pubs->contains("m1"));
-  EXPECT_EQ((*pubs)["m1"].get<std::string>(), *core->key_store().read(pki::key_state::pending, "m1"));
+  expect_one_key_event("pend", "m1", *core->key_store().read(pki::key_state::pending, "m1"));
   // Signing in again while pending writes nothing and tells nobody.
   peers.sent.clear();
   (void)core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
-  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+  EXPECT_TRUE(sent_key_events().empty());
   // The share accepts it: the accept comes back with the key; pending is cleared here.
   core->handle_peer("p1", "key", value{{"act", "accept"}, {"ids", value::array({"m1"})},
                                       {"pubs", value{{"m1", m1.key.public_pem()}}}});
@@ -654,20 +655,12 @@ TEST_F(LocalCopyAutoAcceptFixture, auto_accept_tells_the_peers) {
   auto reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
   ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false)) << reply.dump();
   ASSERT_TRUE(has("m1"));
-  std::vector<value> ev;
-  for (const auto& [to, type, body] : peers.sent)
-    if (type == "key") ev.push_back(body);
-  ASSERT_EQ(ev.size(), 1u);
-  EXPECT_EQ(wire::get_text(ev[0], "act").value_or(""), "accept");
-  EXPECT_TRUE(wire::get_bool(ev[0], "local").value_or(false));
-  const value* pubs = wire::find(ev[0], "pubs");
-  ASSERT_TRUE(pubs && pubs->contains("m1"));
-  EXPECT_EQ((*pubs)["m1"].get<std::string>(), *core->key_store().read(pki::key_state::accepted, "m1"));
+  expect_one_key_event("accept", "m1", *core->key_store().read(pki::key_state::accepted, "m1"));
   // A second sign-in with the key accepted already tells nobody.
   peers.sent.clear();
   reply = core->handle_request(m1.auth_body(m1.auth_load(kNonce)), "test");
   ASSERT_TRUE(m1.check_auth_reply(reply, kNonce, core->mkeys()->pub(), false));
-  for (const auto& [to, type, body] : peers.sent) EXPECT_NE(type, "key");
+  EXPECT_TRUE(sent_key_events().empty());
 }
 
 // A member answers key-sync to the asker, echoing who asked and which request.
