@@ -40,7 +40,9 @@ key_service::key_service(const config::master_config& cfg, master_links& links, 
       keys_(cfg.cluster_id && cfg.cluster_pki_dir ? *cfg.cluster_pki_dir : cfg.pki_dir),
       accepted_(keys_) {}
 
-key_service::~key_service() = default;
+key_service::~key_service() {
+  if (aes_) save_unsettled();  // started: the last accepts and revokes made here
+}
 
 result<void> key_service::start(loaded_keys k) {
   mkeys_ = std::move(k.mkeys);
@@ -57,7 +59,10 @@ result<void> key_service::start(loaded_keys k) {
     }
     if (auto r = aes_->set_key_string(af->key); !r) return r.error();
     aes_mtime_ = af->mtime;
-    if (local_copy_) aes_gen_ = cluster::read_aes_gen(*cfg_.cluster_pki_dir);
+    if (local_copy_) {
+      aes_gen_ = cluster::read_aes_gen(*cfg_.cluster_pki_dir);
+      load_unsettled();
+    }
   } else {
     auto ar = aes_->rotate();
     if (!ar) {
@@ -465,6 +470,113 @@ void key_service::settle_revokes(const std::string& from, const cluster::msg::ke
   if (rotate && cfg_.rotate_aes_key) peers()->send(from, cluster::msg::aes_rotate{"key revoked on a local copy"});
 }
 
+void key_service::load_unsettled() {
+  using pki::key_state;
+  std::size_t skipped = 0;
+  auto u = cluster::read_unsettled_keys(*cfg_.cluster_pki_dir, &skipped);
+  const auto file = (*cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file).string();
+  if (!u) {
+    std::error_code ec;
+    fs::rename(file, file + ".bad", ec);
+    spdlog::error("cannot read {}: {}; set aside as {}.bad: the key changes made here that the cluster's share had "
+                  "not confirmed are not told again (run salt-key again for them)",
+                  file, u.error().message(), file);
+    return;
+  }
+  if (skipped) spdlog::warn("{}: {} entr(y/ies) with an invalid id or act ignored", file, skipped);
+  std::size_t accepts = 0, revokes = 0;
+  {
+    std::lock_guard lk(sync_mu_);
+    // sync_seq_ is 0: every entry is older than the first request, so its answer settles it.
+    for (const auto& id : u->accepted)
+      if (keys_.exists(key_state::accepted, id)) {
+        accepted_at_[id] = sync_seq_;
+        ++accepts;
+      }
+    for (const auto& [id, r] : u->revoked)
+      if (!keys_.exists(key_state::accepted, id)) {
+        revoked_here_[id] = revoke_here{r.act, sync_seq_, r.rotate};
+        ++revokes;
+      }
+  }
+  {
+    std::lock_guard wl(unsettled_mu_);
+    unsettled_saved_ = std::move(*u);
+    std::error_code ec;
+    unsettled_mtime_ = fs::last_write_time(file, ec);
+  }
+  if (accepts || revokes)
+    spdlog::info("{} accept(s) and {} reject(s)/delete(s) made here are not yet confirmed by the cluster's share ({}): "
+                 "told again at its next answer",
+                 accepts, revokes, file);
+  save_unsettled();  // entries that no longer match the key files are dropped
+}
+
+void key_service::save_unsettled() {
+  if (!clustered() || !local_copy_) return;
+  std::lock_guard wl(unsettled_mu_);
+  cluster::unsettled_keys now;
+  {
+    std::lock_guard lk(sync_mu_);
+    for (const auto& [id, seq] : accepted_at_) now.accepted.insert(id);
+    for (const auto& [id, r] : revoked_here_) now.revoked[id] = cluster::unsettled_keys::revoke{r.act, r.rotate};
+  }
+  if (now == unsettled_saved_) return;
+  const auto file = *cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file;
+  if (auto r = cluster::write_unsettled_keys(*cfg_.cluster_pki_dir, now); !r) {
+    if (!unsettled_write_failed_)  // once until a write succeeds again
+      spdlog::error("cannot write {}: {}; a restart of this master would forget key changes the cluster's share has "
+                    "not confirmed",
+                    file.string(), r.error().message());
+    unsettled_write_failed_ = true;
+    return;
+  }
+  if (unsettled_write_failed_) spdlog::info("{} written again", file.string());
+  unsettled_write_failed_ = false;
+  unsettled_saved_ = std::move(now);
+  std::error_code ec;
+  unsettled_mtime_ = fs::last_write_time(file, ec);
+}
+
+void key_service::pick_up_unsettled() {
+  using pki::key_state;
+  const auto file = *cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file;
+  std::map<std::string, std::vector<std::string>> added;  // act -> ids
+  {
+    std::lock_guard wl(unsettled_mu_);
+    std::error_code ec;
+    const auto mt = fs::last_write_time(file, ec);
+    if (ec || mt == unsettled_mtime_) return;  // none, or the one this master wrote
+    unsettled_mtime_ = mt;
+    auto u = cluster::read_unsettled_keys(*cfg_.cluster_pki_dir);
+    if (!u) {
+      fs::rename(file, file.string() + ".bad", ec);
+      spdlog::error("cannot read {}: {}; set aside as {}.bad (the changes salt-key made there are not applied)",
+                    file.string(), u.error().message(), file.string());
+      unsettled_saved_ = {};  // the next save writes this master's state again
+      return;
+    }
+    std::lock_guard lk(sync_mu_);
+    for (const auto& id : u->accepted)
+      if (!accepted_at_.contains(id) && keys_.exists(key_state::accepted, id)) {
+        accepted_at_[id] = sync_seq_;
+        added["accept"].push_back(id);
+      }
+    for (const auto& [id, r] : u->revoked)
+      if (!revoked_here_.contains(id) && !keys_.exists(key_state::accepted, id)) {
+        revoked_here_[id] = revoke_here{r.act, sync_seq_, r.rotate};
+        added[r.act].push_back(id);
+      }
+    unsettled_saved_ = std::move(*u);
+  }
+  for (const auto& [act, ids] : added) {
+    // salt-key could not reach this master: its sessions and cached keys end now.
+    local_key_effects(act, ids);
+    spdlog::info("{} key {} made with salt-key while this master could not be told, picked up from {}", ids.size(),
+                 act, file.string());
+  }
+}
+
 void key_service::key_written_here(pki::key_state st, const std::string& id, const std::string& pem) {
   using pki::key_state;
   if (!clustered() || !local_copy_ || !pki::valid_id(id)) return;
@@ -629,6 +741,7 @@ void key_service::apply_key_snapshot(const std::string& from, const cluster::msg
     std::lock_guard lk(sync_mu_);
     std::erase_if(revoked_at_, [&](const auto& kv) { return kv.second < seq; });
   }
+  if (snap.share && seq > 0) save_unsettled();  // what this answer settled
   if (added) spdlog::info("{} minion key(s) copied from cluster peer {} (local cluster_pki_dir)", added, from);
   if (skipped)
     spdlog::debug("{} key(s) in the snapshot from {} not restored: revoked here after it was asked for", skipped, from);
@@ -670,6 +783,7 @@ bool key_service::key_event(const std::string& act, const std::vector<std::strin
   local_key_effects(act, ids);
   if (act == "accept" && clustered()) note_accepted_here(ids);  // a local copy: until the share has them
   if (revoke && clustered()) note_revoked_here(act, ids, rotate);
+  save_unsettled();  // salt-key acted: on disk before it is answered
   // salt/key, one per id, as salt/key.py: {result, act, id, pub (accept/reject)}. Fired on
   // this master only (the cluster forwards it to the peers' buses).
   for (const auto& id : ids) {
@@ -715,6 +829,10 @@ void key_service::maintenance(sys_clock::time_point now) {
     // (the first answer can miss a link that was still being set up), then every minute
     // (auto-accepted keys raise no key event).
     if (auto peer = linked_peer()) peers()->send(*peer, key_sync_request());
+  }
+  if (clustered() && local_copy_) {
+    pick_up_unsettled();
+    save_unsettled();  // auto-accepts and settled entries since the last tick
   }
   if (clustered()) {
     reload_cluster_aes(false);  // a peer rotated: pick the key up even if its message is late

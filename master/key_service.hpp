@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/unsettled_keys.hpp"
 #include "core/config/config.hpp"
 #include "core/pki/key_store.hpp"
 #include "core/util/result.hpp"
@@ -157,6 +158,14 @@ class key_service {
   // accepted is sent again (with the rotation it asked for); one the share shows
   // settled is forgotten.
   void settle_revokes(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq);
+  // Local copy: the accepts and revokes above, kept in cluster_pki_dir/.sylvite-unsettled-keys
+  // (cluster/unsettled_keys.hpp) so a restart does not forget them. load: at start (an
+  // entry that no longer matches the key files is dropped); save: when they changed since
+  // the last write (salt-key events at once, the rest at the maintenance tick); pick_up:
+  // entries salt-key added while this master could not be told.
+  void load_unsettled();
+  void save_unsettled();
+  void pick_up_unsettled();
 
   const config::master_config& cfg_;
   master_links& links_;
@@ -202,6 +211,12 @@ class key_service {
   std::map<std::string, revoke_here> revoked_here_;
   std::map<std::uint64_t, std::filesystem::file_time_type> sync_sent_at_;
   std::set<std::string> share_peers_;
+  // Local copy: what .sylvite-unsettled-keys holds as far as this master wrote or read it,
+  // and its mtime then. Guarded by unsettled_mu_ (taken before sync_mu_).
+  std::mutex unsettled_mu_;
+  cluster::unsettled_keys unsettled_saved_;
+  std::filesystem::file_time_type unsettled_mtime_{};
+  bool unsettled_write_failed_ = false;
 };
 
 }  // namespace sylvite::master

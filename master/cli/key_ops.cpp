@@ -12,6 +12,8 @@
 #include <iostream>
 #include <set>
 
+#include "cluster/join.hpp"
+#include "cluster/unsettled_keys.hpp"
 #include "core/crypto/rsa.hpp"
 #include "master/cli/args.hpp"
 
@@ -401,6 +403,15 @@ int run_salt_key(const key_options& o, const config::master_config& cfg, key_io&
   const bool reachable = !uniq.empty() && io.notify ? io.notify(cmd, uniq) : false;
   if ((cmd == "reject" || cmd == "delete") && o.rotate_aes_key && cfg.rotate_aes_key && !reachable) {
     if (!write_dropfile(cfg.cachedir, cfg.id)) io.err << "Unable to write " << (cfg.cachedir / ".dfn").string() << "\n";
+  }
+  // A local copy of cluster_pki_dir whose master is not running: the change is kept for
+  // that master, which tells the cluster's share when it is back (docs/cluster.md).
+  if (!reachable && !uniq.empty() && cfg.cluster_id && cfg.cluster_pki_dir &&
+      cluster::is_local_copy(*cfg.cluster_pki_dir) && (cmd == "accept" || cmd == "reject" || cmd == "delete")) {
+    if (auto r = cluster::merge_unsettled(*cfg.cluster_pki_dir, cmd, uniq, o.rotate_aes_key); !r)
+      io.err << "Unable to record the change for the cluster in "
+             << (*cfg.cluster_pki_dir / cluster::k_unsettled_keys_file).string() << ": " << r.error().message()
+             << "\n";
   }
   return rc;
 }

@@ -230,3 +230,46 @@ def test_local_copy_settles_missed_deletes_and_tells_the_share_its_accepts(env, 
     # cm1 publishes, cm4 forwards to the minion connected to it, the return comes back.
     wait_for(lambda: cm1.salt_json("la1", "test.ping", "-t", "5") == {"la1": True}, 60,
              "cm1's job to reach la1 through cm4")
+
+
+def test_local_copy_keeps_salt_key_changes_made_while_it_is_down(env, cluster):
+    """salt-key on a local-copy master that is not running: the accept and the delete are
+    kept in cluster_pki_dir/.sylvite-unsettled-keys, and the master tells the share when it
+    is back. Without that file its first answer from the share would remove the accept and
+    bring the deleted key back."""
+    cluster.start_lb()
+    names = ["kd1", "kd2"]
+    for n in names:
+        cluster.minion(n, acceptance_wait_time=1, random_reauth_delay=1).start()
+    cm1 = cluster.masters[0]
+    wait_for(lambda: set(names) <= set(cm1.keys().get("minions_pre", [])), 60, "keys pending")
+    assert cm1.salt_key("-A", "-y").returncode == 0
+    j = make_joiner(env, cluster)
+    j.start()
+    j.wait_ready()
+    cpki = j.root / "cpki"
+    share = cluster.shared / "pki"
+    wait_for(lambda: {p.name for p in (cpki / "minions").iterdir()} >= set(names), 30, "keys copied to cm4")
+    kp = env.minion("kp1", j, acceptance_wait_time=1, random_reauth_delay=1)
+    kp.start()
+    wait_for(lambda: (share / "minions_pre" / "kp1").exists(), 60, "kp1 pending on cm4 and the share")
+    j.stop()
+    aes_before = (share / ".aes").read_text()
+    assert j.salt_key("-a", "kp1", "-y").returncode == 0
+    assert j.salt_key("-d", "kd1", "-y").returncode == 0
+    kept = json.loads((cpki / ".sylvite-unsettled-keys").read_text())
+    assert kept["accepted"] == ["kp1"] and kept["revoked"] == {"kd1": {"act": "delete", "rotate": True}}, kept
+    # Older than the 15 s grace a fresh key file gets: only the kept record saves the accept.
+    hour_ago = time.time() - 3600
+    os.utime(cpki / "minions" / "kp1", (hour_ago, hour_ago))
+    j.start()
+    j.wait_ready()
+    wait_for(lambda: (share / "minions" / "kp1").exists() and not (share / "minions_pre" / "kp1").exists(), 30,
+             "the accept made on the stopped cm4 to reach the share")
+    wait_for(lambda: not (share / "minions" / "kd1").exists(), 30, "the delete made on the stopped cm4 to reach the share")
+    assert (share / "minions" / "kp1").read_text() == (cpki / "minions" / "kp1").read_text()
+    wait_for(lambda: (share / ".aes").read_text() != aes_before, 30, "the share to rotate for the delete")
+    assert (cpki / "minions" / "kp1").exists() and not (cpki / "minions" / "kd1").exists()
+    assert re.search(r"1 accept\(s\) and 1 reject\(s\)/delete\(s\) made here are not yet confirmed", logs(j)), logs(j)
+    assert "kd1" not in cm1.keys().get("minions", [])
+    wait_for(lambda: j.salt_json("kp1", "test.ping", "-t", "5") == {"kp1": True}, 60, "kp1 to answer cm4")

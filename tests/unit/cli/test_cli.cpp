@@ -8,8 +8,12 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
+#include "cluster/join.hpp"
+#include "cluster/unsettled_keys.hpp"
 #include "master/cli/args.hpp"
 #include "master/cli/key_ops.hpp"
 
@@ -346,6 +350,53 @@ TEST(Keys, RejectWritesDropfileWhenMasterDown) {
   struct stat st {};
   ASSERT_EQ(::stat(dfn.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0400u);
+}
+
+// salt-key on a master whose cluster_pki_dir is a local copy (made by a join) and whose
+// daemon is not running: the change is kept in .sylvite-unsettled-keys for that master,
+// which tells the cluster's share when it is back. Not on the share, not when told.
+TEST(Keys, LocalCopyKeepsChangesForTheMasterWhenItIsDown) {
+  temp_master m;
+  m.cfg.cluster_id = "c1";
+  m.cfg.cluster_pki_dir = m.cfg.pki_dir;
+  const auto file = m.cfg.pki_dir / sylvite::cluster::k_unsettled_keys_file;
+  keys::key_options o;
+  o.yes = true;
+  o.accept = "pend1";
+  run_key(m, o);
+  EXPECT_FALSE(fs::exists(file));  // a member on the share: the share is the record
+  std::ofstream(m.cfg.pki_dir / sylvite::cluster::k_local_copy_marker) << "test\n";
+  o.accept = "pend2";
+  run_key(m, o);
+  o.accept.reset();
+  o.reject = "acc2";
+  o.include_accepted = true;
+  o.rotate_aes_key = false;
+  run_key(m, o);
+  o.reject.reset();
+  o.del = "acc1";
+  o.rotate_aes_key = true;
+  run_key(m, o);
+  auto u = sylvite::cluster::read_unsettled_keys(m.cfg.pki_dir);
+  ASSERT_TRUE(u) << u.error().message();
+  EXPECT_EQ(u->accepted, std::set<std::string>{"pend2"});
+  using rv = sylvite::cluster::unsettled_keys::revoke;
+  EXPECT_EQ(u->revoked, (std::map<std::string, rv>{{"acc1", rv{"delete", true}}, {"acc2", rv{"reject", false}}}));
+  // Accepted again: the reject is replaced; a running master records it itself.
+  o.del.reset();
+  o.accept = "acc2";
+  o.include_rejected = true;
+  run_key(m, o);
+  u = sylvite::cluster::read_unsettled_keys(m.cfg.pki_dir);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->accepted, (std::set<std::string>{"acc2", "pend2"}));
+  EXPECT_FALSE(u->revoked.contains("acc2"));
+  o.accept.reset();
+  o.reject = "pend2";
+  run_key(m, o, "", /*master_up=*/true);
+  u = sylvite::cluster::read_unsettled_keys(m.cfg.pki_dir);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->accepted.contains("pend2"));
 }
 
 TEST(Keys, DeleteBothStatesMasterUp) {

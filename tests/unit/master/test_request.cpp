@@ -6,10 +6,12 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
 #include "cluster/cluster_pki.hpp"
+#include "cluster/unsettled_keys.hpp"
 #include "core/crypto/crypticle.hpp"
 #include "core/util/files.hpp"
 #include "core/wire/msgpack.hpp"
@@ -447,6 +449,26 @@ struct ShareSnapshotFixture : LocalCopyFixture {
   void backdate(const std::string& id, pki::key_state st = pki::key_state::accepted) {
     fs::last_write_time(core->key_store().path(st, id), fs::file_time_type::clock::now() - std::chrono::hours(1));
   }
+  // The master stops and starts again on the same directories (its memory is gone).
+  void restart() {
+    if (core) core->set_peer_sink(nullptr);
+    core.reset();
+    SetUp();
+  }
+  fs::path unsettled_file() { return *core->cfg().cluster_pki_dir / cluster::k_unsettled_keys_file; }
+  // The key events sent, as act -> ids.
+  std::map<std::string, std::vector<std::string>> told() {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& body : sent_key_events())
+      for (const auto& id : *wire::find(body, "ids"))
+        out[std::string(wire::get_text(body, "act").value_or(""))].push_back(id.get<std::string>());
+    return out;
+  }
+  std::size_t rotations_asked() {
+    std::size_t n = 0;
+    for (const auto& [to, type, body] : peers.sent) n += type == "aes-rotate";
+    return n;
+  }
 };
 
 TEST_F(ShareSnapshotFixture, keys_missing_on_the_share_are_removed) {
@@ -585,6 +607,97 @@ TEST_F(ShareSnapshotFixture, revoke_made_here_is_told_again_until_the_share_has_
   core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s6));
   EXPECT_TRUE(has("m1"));
   EXPECT_TRUE(sent_key_events().empty());
+}
+
+// The accepts and revokes made on a local copy that the share has not confirmed survive a
+// restart of the copy (cluster_pki_dir/.sylvite-unsettled-keys): after it, the share's
+// answer neither removes the accept nor brings the revoked key back; both are sent again
+// until the share has them, then the file is gone.
+TEST_F(ShareSnapshotFixture, unconfirmed_changes_survive_a_restart) {
+  const auto s1 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}, {"m2", 2}}, {}, s1));
+  ASSERT_TRUE(has("m1") && has("m2"));
+  EXPECT_FALSE(fs::exists(unsettled_file()));
+  // salt-key here: -a m5, -d m1, -r m2 (every message lost: the share never hears them).
+  ASSERT_TRUE(core->key_store().write(pki::key_state::accepted, "m5", cached_key(5).public_pem()));
+  core->key_event("accept", {"m5"});
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));
+  core->key_event("delete", {"m1"});
+  ASSERT_TRUE(core->key_store().move("m2", pki::key_state::accepted, pki::key_state::rejected));
+  core->keys().key_event("reject", {"m2"}, /*rotate=*/false);
+  EXPECT_TRUE(fs::exists(unsettled_file()));  // on disk before salt-key is answered
+  backdate("m5");
+
+  restart();
+  const auto s2 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}, {"m2", 2}}, {}, s2));
+  EXPECT_TRUE(has("m5"));
+  EXPECT_FALSE(has("m1"));
+  EXPECT_FALSE(has("m2"));
+  auto t = told();
+  EXPECT_EQ(t["accept"], std::vector<std::string>{"m5"});
+  EXPECT_EQ(t["delete"], std::vector<std::string>{"m1"});
+  EXPECT_EQ(t["reject"], std::vector<std::string>{"m2"});
+  EXPECT_EQ(rotations_asked(), 1u);  // the delete asked for one; the reject did not
+
+  // The share has them now: nothing left to tell, nothing on disk.
+  const auto s3 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m5", 5}}, {{"m2", 2}}, s3));
+  EXPECT_TRUE(sent_key_events().empty());
+  EXPECT_FALSE(fs::exists(unsettled_file()));
+  restart();
+  const auto s4 = ask();
+  core->handle_peer("p1", "keys", share_snap({}, {}, s4));  // deleted on the share later
+  EXPECT_FALSE(has("m5"));
+  EXPECT_TRUE(sent_key_events().empty());
+}
+
+// An auto-accept on a local copy is written at the next maintenance tick; an entry whose
+// key file changed while the master was down (accepted key gone, revoked key accepted
+// again) is dropped at start; a file that cannot be read is logged and replaced.
+TEST_F(ShareSnapshotFixture, unsettled_file_follows_the_key_files) {
+  (void)ask();
+  ASSERT_TRUE(core->key_store().write(pki::key_state::accepted, "m6", cached_key(6).public_pem()));
+  core->keys().key_written_here(pki::key_state::accepted, "m6", cached_key(6).public_pem());
+  EXPECT_FALSE(fs::exists(unsettled_file()));
+  core->maintenance();
+  auto u = cluster::read_unsettled_keys(*core->cfg().cluster_pki_dir);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->accepted, std::set<std::string>{"m6"});
+  core->key_event("delete", {"m7"});
+  core.reset();
+  pki::key_store offline(tmp.path / "cluster");  // salt-key with the master down
+  ASSERT_TRUE(offline.remove(pki::key_state::accepted, "m6"));
+  ASSERT_TRUE(offline.write(pki::key_state::accepted, "m7", cached_key(7).public_pem()));
+  restart();
+  EXPECT_FALSE(fs::exists(unsettled_file()));  // nothing left that matches the key files
+  ASSERT_TRUE(util::write_file_atomic(unsettled_file(), "{broken", 0600));
+  restart();  // logged, set aside, nothing applied
+  EXPECT_TRUE(has("m7"));
+  EXPECT_FALSE(fs::exists(unsettled_file()));
+  EXPECT_TRUE(fs::exists(unsettled_file().string() + ".bad"));
+  core->key_event("delete", {"m7"});
+  u = cluster::read_unsettled_keys(*core->cfg().cluster_pki_dir);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->revoked.contains("m7"));
+}
+
+// salt-key on the copy while the master could not be told (not running, or its socket
+// did not answer) adds to the file; the running master picks the change up at its next
+// tick: a revoked minion's publish connection closes, and the share is told.
+TEST_F(ShareSnapshotFixture, changes_salt_key_kept_on_disk_are_picked_up) {
+  const auto s1 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s1));
+  ASSERT_TRUE(has("m1"));
+  ASSERT_TRUE(core->key_store().remove(pki::key_state::accepted, "m1"));
+  ASSERT_TRUE(cluster::merge_unsettled(*core->cfg().cluster_pki_dir, "delete", {"m1"}, true));
+  sink.disconnected.clear();
+  core->maintenance();
+  EXPECT_EQ(sink.disconnected, std::vector<std::string>{"m1"});
+  const auto s2 = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m1", 1}}, {}, s2));
+  EXPECT_FALSE(has("m1"));
+  EXPECT_EQ(told()["delete"], std::vector<std::string>{"m1"});
 }
 
 // The tick asks a peer whose snapshots come from the share before a local-copy peer.
