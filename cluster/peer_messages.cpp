@@ -80,6 +80,11 @@ value body_of(const msg::keys& m) {
   if (m.aes) b["aes"] = *m.aes;
   if (m.aes_gen) b["aes_gen"] = *m.aes_gen;
   if (m.share) b["share"] = true;
+  if (!m.pending.empty()) {
+    value p = value::array();
+    for (const auto& id : m.pending) p.push_back(id);
+    b["pending"] = std::move(p);
+  }
   return b;
 }
 value body_of(const msg::join& m) {
@@ -232,6 +237,7 @@ bool read(reader& r, msg::keys& m) {
       !r.opt_int("seq", m.seq) || !r.opt_text("aes", m.aes) || !r.opt_int("aes_gen", m.aes_gen) ||
       !r.opt_bool("share", m.share))
     return false;
+  if (const value* p = wire::find(r.body, "pending"); p && !r.text_list(*p, "pending", m.pending)) return false;
   if (m.aes_gen && *m.aes_gen < 0) return r.fail("aes_gen is negative");
   return true;
 }

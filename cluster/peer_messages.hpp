@@ -99,6 +99,9 @@ struct keys {
   std::optional<std::string> aes;
   std::optional<std::int64_t> aes_gen;
   bool share = false;
+  // Ids in minions_pre/ (a member on the share; ids only): a local copy sends a pending
+  // key of its own again until the share lists it (cluster/unsettled_keys.hpp).
+  std::vector<std::string> pending;
 };
 // A master joined through the sender (cluster/join.hpp).
 struct join {

@@ -36,6 +36,11 @@ result<void> write_file_unlocked(const fs::path& dir, const unsettled_keys& u) {
 }  // namespace
 
 void unsettled_keys::note(const std::string& act, const std::string& id, bool rotate) {
+  if (act == "pend") {
+    if (!accepted.contains(id) && !revoked.contains(id)) pending.insert(id);
+    return;
+  }
+  if (act == "accept" || revoke_act(act)) pending.erase(id);
   if (act == "accept") {
     revoked.erase(id);
     accepted.insert(id);
@@ -50,7 +55,9 @@ std::string to_text(const unsettled_keys& u) {
   for (const auto& id : u.accepted) acc.push_back(id);
   value rev = value::object();
   for (const auto& [id, r] : u.revoked) rev[id] = value{{"act", r.act}, {"rotate", r.rotate}};
-  return value{{"accepted", acc}, {"revoked", rev}}.dump(1) + "\n";
+  value pend = value::array();
+  for (const auto& id : u.pending) pend.push_back(id);
+  return value{{"accepted", acc}, {"revoked", rev}, {"pending", pend}}.dump(1) + "\n";
 }
 
 result<unsettled_keys> parse_unsettled_keys(const std::string& text, std::size_t* skipped) {
@@ -58,7 +65,9 @@ result<unsettled_keys> parse_unsettled_keys(const std::string& text, std::size_t
   if (v.is_discarded() || !v.is_object()) return util::errc::invalid_argument;
   const value* acc = wire::find(v, "accepted");
   const value* rev = wire::find(v, "revoked");
-  if ((acc && !acc->is_array()) || (rev && !rev->is_object())) return util::errc::invalid_argument;
+  const value* pend = wire::find(v, "pending");
+  if ((acc && !acc->is_array()) || (rev && !rev->is_object()) || (pend && !pend->is_array()))
+    return util::errc::invalid_argument;
   unsettled_keys u;
   std::size_t bad = 0;
   if (acc)
@@ -75,6 +84,13 @@ result<unsettled_keys> parse_unsettled_keys(const std::string& text, std::size_t
         continue;
       }
       u.revoked[it.key()] = unsettled_keys::revoke{std::string(*act), wire::get_bool(it.value(), "rotate").value_or(true)};
+    }
+  if (pend)
+    for (const auto& e : *pend) {
+      auto id = wire::as_text(e);
+      if (id && pki::valid_id(*id) && !u.accepted.contains(std::string(*id)) && !u.revoked.contains(std::string(*id)))
+        u.pending.emplace(*id);
+      else ++bad;
     }
   if (skipped) *skipped = bad;
   return u;

@@ -4,6 +4,7 @@
 // (docs/cluster.md, "Adding a master (join)", the local copy).
 //
 //   {"accepted": ["id", ...],                         accepted here, not yet on the share
+//    "pending": ["id", ...],                          pending here (a sign-in), not yet listed there
 //    "revoked": {"id": {"act": "reject"|"delete",     rejected/deleted here, still accepted
 //                       "rotate": true|false}, ...}}  on the share when last seen
 //
@@ -35,9 +36,11 @@ struct unsettled_keys {
   };
   std::set<std::string> accepted;
   std::map<std::string, revoke> revoked;
-  bool empty() const noexcept { return accepted.empty() && revoked.empty(); }
+  std::set<std::string> pending;
+  bool empty() const noexcept { return accepted.empty() && revoked.empty() && pending.empty(); }
   bool operator==(const unsettled_keys&) const = default;
-  // One change made here: an accept drops a revoke of the id and the other way round.
+  // One change made here: an accept drops a revoke of the id and the other way round;
+  // either ends a pending entry ("pend": a key went pending here).
   void note(const std::string& act, const std::string& id, bool rotate);
 };
 

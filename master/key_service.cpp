@@ -338,6 +338,7 @@ void key_service::local_key_effects(const std::string& act, const std::vector<st
   if (local_copy_) {
     std::lock_guard lk(sync_mu_);
     for (const auto& id : ids) {
+      if (revoke || act == "accept") pending_at_.erase(id);  // decided: no longer only pending here
       if (revoke) {
         revoked_at_[id] = sync_seq_;
         accepted_at_.erase(id);
@@ -412,6 +413,7 @@ cluster::msg::keys key_service::key_snapshot() const {
     }
   }
   snap.share = clustered() && !local_copy_ && complete;
+  if (snap.share) snap.pending = keys_.list(pki::key_state::pending);
   if (clustered() && !local_copy_) {  // read under the lock: the key and its generation agree
     if (auto af = cluster::read_aes_locked(*cfg_.cluster_pki_dir); af && af->gen > 0) {
       snap.aes = af->key;
@@ -470,6 +472,46 @@ void key_service::settle_revokes(const std::string& from, const cluster::msg::ke
   if (rotate && cfg_.rotate_aes_key) peers()->send(from, cluster::msg::aes_rotate{"key revoked on a local copy"});
 }
 
+void key_service::settle_pending(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq) {
+  using pki::key_state;
+  std::set<std::string_view> listed;
+  for (const auto& [id, pem] : snap.accepted) listed.insert(id);
+  for (const auto& [id, pem] : snap.rejected) listed.insert(id);
+  for (const auto& id : snap.pending) listed.insert(id);
+  std::vector<std::string> check;
+  {
+    std::lock_guard lk(sync_mu_);
+    for (auto it = pending_at_.begin(); it != pending_at_.end();) {
+      if (it->second >= seq) {  // went pending after the request: not in this answer yet
+        ++it;
+      } else if (listed.contains(it->first)) {
+        it = pending_at_.erase(it);  // the share has it (pending, or decided there)
+      } else {
+        check.push_back(it->first);
+        ++it;
+      }
+    }
+  }
+  cluster::msg::key_event msg{"pend", {}, true, cluster::id_pems{}};
+  std::vector<std::string> gone;
+  for (const auto& id : check) {
+    if (auto pem = keys_.read(key_state::pending, id)) {
+      msg.ids.push_back(id);
+      msg.pubs->emplace_back(id, *pem);
+    } else if (!keys_.exists(key_state::pending, id)) {
+      gone.push_back(id);  // accepted, rejected or deleted here meanwhile
+    }
+  }
+  if (!gone.empty()) {
+    std::lock_guard lk(sync_mu_);
+    for (const auto& id : gone) pending_at_.erase(id);
+  }
+  if (msg.ids.empty() || !peers()) return;
+  spdlog::info("{} minion key(s) pending here are not on the cluster's share (snapshot from {}): told the peers again",
+               msg.ids.size(), from);
+  peers()->broadcast(msg);
+}
+
 void key_service::load_unsettled() {
   using pki::key_state;
   std::size_t skipped = 0;
@@ -484,7 +526,7 @@ void key_service::load_unsettled() {
     return;
   }
   if (skipped) spdlog::warn("{}: {} entr(y/ies) with an invalid id or act ignored", file, skipped);
-  std::size_t accepts = 0, revokes = 0;
+  std::size_t accepts = 0, revokes = 0, pendings = 0;
   {
     std::lock_guard lk(sync_mu_);
     // sync_seq_ is 0: every entry is older than the first request, so its answer settles it.
@@ -498,6 +540,11 @@ void key_service::load_unsettled() {
         revoked_here_[id] = revoke_here{r.act, sync_seq_, r.rotate};
         ++revokes;
       }
+    for (const auto& id : u->pending)
+      if (keys_.exists(key_state::pending, id)) {
+        pending_at_[id] = sync_seq_;
+        ++pendings;
+      }
   }
   {
     std::lock_guard wl(unsettled_mu_);
@@ -505,10 +552,10 @@ void key_service::load_unsettled() {
     std::error_code ec;
     unsettled_mtime_ = fs::last_write_time(file, ec);
   }
-  if (accepts || revokes)
-    spdlog::info("{} accept(s) and {} reject(s)/delete(s) made here are not yet confirmed by the cluster's share ({}): "
-                 "told again at its next answer",
-                 accepts, revokes, file);
+  if (accepts || revokes || pendings)
+    spdlog::info("{} accept(s), {} reject(s)/delete(s) and {} pending key(s) made here are not yet confirmed by the "
+                 "cluster's share ({}): told again at its next answer",
+                 accepts, revokes, pendings, file);
   save_unsettled();  // entries that no longer match the key files are dropped
 }
 
@@ -520,6 +567,8 @@ void key_service::save_unsettled() {
     std::lock_guard lk(sync_mu_);
     for (const auto& [id, seq] : accepted_at_) now.accepted.insert(id);
     for (const auto& [id, r] : revoked_here_) now.revoked[id] = cluster::unsettled_keys::revoke{r.act, r.rotate};
+    for (const auto& [id, seq] : pending_at_)
+      if (!now.accepted.contains(id) && !now.revoked.contains(id)) now.pending.insert(id);
   }
   if (now == unsettled_saved_) return;
   const auto file = *cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file;
@@ -582,8 +631,13 @@ void key_service::key_written_here(pki::key_state st, const std::string& id, con
   if (!clustered() || !local_copy_ || !pki::valid_id(id)) return;
   if (st != key_state::accepted && st != key_state::pending) return;
   const bool accepted = st == key_state::accepted;
-  if (accepted) note_accepted_here({id});
-  if (!peers()) return;  // an accept is sent again at the next snapshot from the share
+  if (accepted) {
+    note_accepted_here({id});
+  } else {
+    std::lock_guard lk(sync_mu_);
+    pending_at_[id] = sync_seq_;
+  }
+  if (!peers()) return;  // sent again at the next snapshot from the share
   peers()->broadcast(cluster::msg::key_event{accepted ? "accept" : "pend", {id}, true, cluster::id_pems{{id, pem}}});
   spdlog::debug("key of {} {} here (local cluster_pki_dir): told the cluster peers", id,
                 accepted ? "accepted" : "pending");
@@ -713,6 +767,7 @@ void key_service::apply_key_snapshot(const std::string& from, const cluster::msg
   if (snap.share && seq > 0) {
     reconcile_with_share(from, snap, seq);
     settle_revokes(from, snap, seq);
+    settle_pending(from, snap, seq);
   }
   std::size_t added = 0, skipped = 0;
   for (auto st : {key_state::accepted, key_state::rejected}) {

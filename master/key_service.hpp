@@ -158,6 +158,9 @@ class key_service {
   // accepted is sent again (with the rotation it asked for); one the share shows
   // settled is forgotten.
   void settle_revokes(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq);
+  // Local copy, the same answer: a key that went pending here and that the share lists in
+  // no state is sent again; one it lists, or no longer pending here, is forgotten.
+  void settle_pending(const std::string& from, const cluster::msg::keys& snap, std::uint64_t seq);
   // Local copy: the accepts and revokes above, kept in cluster_pki_dir/.sylvite-unsettled-keys
   // (cluster/unsettled_keys.hpp) so a restart does not forget them. load: at start (an
   // entry that no longer matches the key files is dropped); save: when they changed since
@@ -209,6 +212,10 @@ class key_service {
     bool rotate = false;
   };
   std::map<std::string, revoke_here> revoked_here_;
+  // Local copy: keys that went pending here (a minion's first sign-in), with sync_seq_
+  // then, until a snapshot from the share lists the id in any state; each such answer
+  // that does not sends the key again ("pend"). Guarded by sync_mu_.
+  std::map<std::string, std::uint64_t> pending_at_;
   std::map<std::uint64_t, std::filesystem::file_time_type> sync_sent_at_;
   std::set<std::string> share_peers_;
   // Local copy: what .sylvite-unsettled-keys holds as far as this master wrote or read it,

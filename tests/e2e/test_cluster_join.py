@@ -270,6 +270,7 @@ def test_local_copy_keeps_salt_key_changes_made_while_it_is_down(env, cluster):
     assert (share / "minions" / "kp1").read_text() == (cpki / "minions" / "kp1").read_text()
     wait_for(lambda: (share / ".aes").read_text() != aes_before, 30, "the share to rotate for the delete")
     assert (cpki / "minions" / "kp1").exists() and not (cpki / "minions" / "kd1").exists()
-    assert re.search(r"1 accept\(s\) and 1 reject\(s\)/delete\(s\) made here are not yet confirmed", logs(j)), logs(j)
+    assert re.search(r"1 accept\(s\), 1 reject\(s\)/delete\(s\) and 0 pending key\(s\) made here are not yet confirmed",
+                     logs(j)), logs(j)
     assert "kd1" not in cm1.keys().get("minions", [])
     wait_for(lambda: j.salt_json("kp1", "test.ping", "-t", "5") == {"kp1": True}, 60, "kp1 to answer cm4")

@@ -68,6 +68,11 @@ std::vector<golden> goldens() {
       // {accepted: {m1: P1}, rejected: {}, for, seq, share: true} (a member on the share)
       {"keys share", msg::keys{{{"m1", "P1"}}, {}, std::string("j1"), 7, std::nullopt, std::nullopt, true}, "keys",
        "85a8616363657074656481a26d31a25031a872656a656374656480a3666f72a26a31a373657107a57368617265c3"},
+      // ... pending: [m2, m3] (ids in minions_pre/ on the share)
+      {"keys share pending",
+       msg::keys{{{"m1", "P1"}}, {}, std::string("j1"), 7, std::nullopt, std::nullopt, true, {"m2", "m3"}}, "keys",
+       "86a8616363657074656481a26d31a25031a872656a656374656480a3666f72a26a31a373657107a57368617265c3a770656e64696e6792a2"
+       "6d32a26d33"},
       // {accepted: {}, rejected: {m3: P3}} (a snapshot not asked for)
       {"keys plain", msg::keys{{}, {{"m3", "P3"}}, std::nullopt, std::nullopt}, "keys",
        "82a8616363657074656480a872656a656374656481a26d33a25033"},
@@ -251,6 +256,8 @@ TEST(PeerMessages, decode_refuses_with_a_reason) {
       {"keys", value{{"aes", 1}}, "aes is not text"},
       {"keys", value{{"aes", "K="}, {"aes_gen", -2}}, "aes_gen is negative"},
       {"keys", value{{"share", 1}}, "share is not a bool"},
+      {"keys", value{{"pending", "m2"}}, "pending is not a list"},
+      {"keys", value{{"pending", value::array({1})}}, "pending holds a non-text entry"},
       {"join", value{{"pub", "P"}}, "no id"},
       {"join", value{{"id", "j"}}, "no pub"},
       {"join", value{{"id", "j"}, {"pub", "P"}, {"local", "yes"}}, "local is not a bool"},

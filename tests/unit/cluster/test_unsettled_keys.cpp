@@ -41,6 +41,7 @@ TEST(UnsettledKeys, RoundTripAndRemovalWhenEmpty) {
   u.note("accept", "m1", true);
   u.note("delete", "m2", true);
   u.note("reject", "m3", false);
+  u.note("pend", "m4", true);
   ASSERT_TRUE(cluster::write_unsettled_keys(d.p, u));
   const auto file = d.p / cluster::k_unsettled_keys_file;
   EXPECT_EQ(fs::status(file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
@@ -48,6 +49,7 @@ TEST(UnsettledKeys, RoundTripAndRemovalWhenEmpty) {
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, u);
   EXPECT_EQ(back->revoked.at("m3"), (rv{"reject", false}));
+  EXPECT_EQ(back->pending, std::set<std::string>{"m4"});
   ASSERT_TRUE(cluster::write_unsettled_keys(d.p, unsettled_keys{}));
   EXPECT_FALSE(fs::exists(file));
 }
@@ -63,23 +65,34 @@ TEST(UnsettledKeys, LaterChangeToAnIdReplacesTheEarlier) {
   EXPECT_TRUE(u.accepted.contains("m1"));
   u.note("list", "m2", true);  // not a change
   EXPECT_FALSE(u.accepted.contains("m2") || u.revoked.contains("m2"));
+  u.note("pend", "m3", true);  // pending here until decided
+  EXPECT_TRUE(u.pending.contains("m3"));
+  u.note("accept", "m3", true);
+  EXPECT_FALSE(u.pending.contains("m3"));
+  u.note("pend", "m3", true);  // an accepted key does not go back to pending
+  EXPECT_FALSE(u.pending.contains("m3"));
+  u.note("delete", "m3", true);
+  EXPECT_FALSE(u.pending.contains("m3"));
 }
 
 // A file on the (local) pki directory is input like any other: a wrong shape is refused
 // whole, a bad entry is skipped and counted, never thrown.
 TEST(UnsettledKeys, BadInputIsRefusedOrSkipped) {
-  for (const char* text : {"", "not json", "[]", "{\"accepted\": \"m1\"}", "{\"revoked\": []}", "null"})
+  for (const char* text :
+       {"", "not json", "[]", "{\"accepted\": \"m1\"}", "{\"revoked\": []}", "{\"pending\": {}}", "null"})
     EXPECT_FALSE(cluster::parse_unsettled_keys(text)) << text;
   std::size_t skipped = 0;
   auto u = cluster::parse_unsettled_keys(
       R"({"accepted": ["ok", "../x", 7, "", "both"],
           "revoked": {"r1": {"act": "delete"}, "r2": {"act": "accept"}, "r3": {}, "..": {"act": "reject"},
-                      "both": {"act": "reject"}, "r4": "delete"}})",
+                      "both": {"act": "reject"}, "r4": "delete"},
+          "pending": ["p1", "ok", "r1", "/p", 3]})",
       &skipped);
   ASSERT_TRUE(u);
   EXPECT_EQ(u->accepted, (std::set<std::string>{"both", "ok"}));
   EXPECT_EQ(u->revoked, (std::map<std::string, rv>{{"r1", rv{"delete", true}}}));
-  EXPECT_EQ(skipped, 8u);
+  EXPECT_EQ(u->pending, std::set<std::string>{"p1"});
+  EXPECT_EQ(skipped, 12u);
   auto empty = cluster::parse_unsettled_keys("{}");
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->empty());

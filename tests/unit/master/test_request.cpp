@@ -700,6 +700,44 @@ TEST_F(ShareSnapshotFixture, changes_salt_key_kept_on_disk_are_picked_up) {
   EXPECT_EQ(told()["delete"], std::vector<std::string>{"m1"});
 }
 
+// A key that went pending on a local copy (a minion's first sign-in there) whose "pend"
+// never reached the share is sent again at each answer from the share that lists the id
+// in no state, also after a restart of the copy; once listed there (pending, or decided),
+// or decided here, it is forgotten.
+TEST_F(ShareSnapshotFixture, pending_key_is_told_again_until_the_share_lists_it) {
+  (void)ask();
+  for (int k : {8, 9}) {
+    const std::string id = "m" + std::to_string(k);
+    ASSERT_TRUE(core->key_store().write(pki::key_state::pending, id, cached_key(k).public_pem()));
+    core->keys().key_written_here(pki::key_state::pending, id, cached_key(k).public_pem());
+  }
+  core->maintenance();  // written to .sylvite-unsettled-keys at the tick
+  restart();
+  auto s = ask();
+  core->handle_peer("p1", "keys", share_snap({}, {}, s));
+  EXPECT_EQ(told()["pend"], (std::vector<std::string>{"m8", "m9"}));
+  for (const auto& ev : sent_key_events()) {
+    const value* pubs = wire::find(ev, "pubs");
+    ASSERT_TRUE(pubs && pubs->contains("m8"));
+    EXPECT_EQ((*pubs)["m8"].get<std::string>(), cached_key(8).public_pem());
+  }
+  // Listed pending on the share now: m8 settled; m9 accepted here meanwhile: no longer pending.
+  ASSERT_TRUE(core->key_store().move("m9", pki::key_state::pending, pki::key_state::accepted));
+  core->key_event("accept", {"m9"});
+  s = ask();
+  value listed = share_snap({}, {}, s);
+  listed["pending"] = value::array({"m8"});
+  core->handle_peer("p1", "keys", listed);
+  EXPECT_TRUE(told()["pend"].empty());
+  s = ask();
+  core->handle_peer("p1", "keys", share_snap({{"m9", 9}}, {}, s));  // the share lost m8 later: its word
+  EXPECT_TRUE(told()["pend"].empty());
+  core->maintenance();
+  auto u = cluster::read_unsettled_keys(*core->cfg().cluster_pki_dir);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->empty());
+}
+
 // The tick asks a peer whose snapshots come from the share before a local-copy peer.
 TEST_F(ShareSnapshotFixture, key_sync_prefers_a_peer_on_the_share) {
   struct two_peers final : master::peer_sink {
