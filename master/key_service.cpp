@@ -512,50 +512,63 @@ void key_service::settle_pending(const std::string& from, const cluster::msg::ke
   peers()->broadcast(msg);
 }
 
-void key_service::load_unsettled() {
-  using pki::key_state;
+std::optional<cluster::unsettled_keys> key_service::read_unsettled_locked(std::string_view lost) {
+  const auto file = (*cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file).string();
   std::size_t skipped = 0;
   auto u = cluster::read_unsettled_keys(*cfg_.cluster_pki_dir, &skipped);
-  const auto file = (*cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file).string();
   if (!u) {
     std::error_code ec;
     fs::rename(file, file + ".bad", ec);
-    spdlog::error("cannot read {}: {}; set aside as {}.bad: the key changes made here that the cluster's share had "
-                  "not confirmed are not told again (run salt-key again for them)",
-                  file, u.error().message(), file);
-    return;
+    spdlog::error("cannot read {}: {}; set aside as {}.bad: {}", file, u.error().message(), file, lost);
+    return std::nullopt;
   }
   if (skipped) spdlog::warn("{}: {} entr(y/ies) with an invalid id or act ignored", file, skipped);
-  std::size_t accepts = 0, revokes = 0, pendings = 0;
-  {
-    std::lock_guard lk(sync_mu_);
-    // sync_seq_ is 0: every entry is older than the first request, so its answer settles it.
-    for (const auto& id : u->accepted)
-      if (keys_.exists(key_state::accepted, id)) {
-        accepted_at_[id] = sync_seq_;
-        ++accepts;
-      }
-    for (const auto& [id, r] : u->revoked)
-      if (!keys_.exists(key_state::accepted, id)) {
-        revoked_here_[id] = revoke_here{r.act, sync_seq_, r.rotate};
-        ++revokes;
-      }
-    for (const auto& id : u->pending)
-      if (keys_.exists(key_state::pending, id)) {
-        pending_at_[id] = sync_seq_;
-        ++pendings;
-      }
-  }
+  return std::move(*u);
+}
+
+std::map<std::string, std::vector<std::string>> key_service::adopt_unsettled(const cluster::unsettled_keys& u) {
+  using pki::key_state;
+  std::map<std::string, std::vector<std::string>> adopted;  // act -> ids
+  std::lock_guard lk(sync_mu_);
+  // At sync_seq_: the answer to the next request settles them. An entry the key files no
+  // longer match (the accepted key gone, the revoked one accepted again) is dropped.
+  for (const auto& id : u.accepted)
+    if (!accepted_at_.contains(id) && keys_.exists(key_state::accepted, id)) {
+      accepted_at_[id] = sync_seq_;
+      adopted["accept"].push_back(id);
+    }
+  for (const auto& [id, r] : u.revoked)
+    if (!revoked_here_.contains(id) && !keys_.exists(key_state::accepted, id)) {
+      revoked_here_[id] = revoke_here{r.act, sync_seq_, r.rotate};
+      adopted[r.act].push_back(id);
+    }
+  for (const auto& id : u.pending)
+    if (!pending_at_.contains(id) && keys_.exists(key_state::pending, id)) {
+      pending_at_[id] = sync_seq_;
+      adopted["pend"].push_back(id);
+    }
+  return adopted;
+}
+
+void key_service::load_unsettled() {
+  const auto file = (*cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file).string();
+  std::map<std::string, std::vector<std::string>> adopted;
   {
     std::lock_guard wl(unsettled_mu_);
-    unsettled_saved_ = std::move(*u);
     std::error_code ec;
     unsettled_mtime_ = fs::last_write_time(file, ec);
+    auto u = read_unsettled_locked(
+        "the key changes made here that the cluster's share had not confirmed are not told again (run salt-key "
+        "again for them)");
+    if (!u) return;
+    adopted = adopt_unsettled(*u);
+    unsettled_saved_ = std::move(*u);
   }
-  if (accepts || revokes || pendings)
+  const std::size_t revokes = adopted["reject"].size() + adopted["delete"].size();
+  if (!adopted.empty())
     spdlog::info("{} accept(s), {} reject(s)/delete(s) and {} pending key(s) made here are not yet confirmed by the "
                  "cluster's share ({}): told again at its next answer",
-                 accepts, revokes, pendings, file);
+                 adopted["accept"].size(), revokes, adopted["pend"].size(), file);
   save_unsettled();  // entries that no longer match the key files are dropped
 }
 
@@ -588,7 +601,6 @@ void key_service::save_unsettled() {
 }
 
 void key_service::pick_up_unsettled() {
-  using pki::key_state;
   const auto file = *cfg_.cluster_pki_dir / cluster::k_unsettled_keys_file;
   std::map<std::string, std::vector<std::string>> added;  // act -> ids
   {
@@ -597,27 +609,15 @@ void key_service::pick_up_unsettled() {
     const auto mt = fs::last_write_time(file, ec);
     if (ec || mt == unsettled_mtime_) return;  // none, or the one this master wrote
     unsettled_mtime_ = mt;
-    auto u = cluster::read_unsettled_keys(*cfg_.cluster_pki_dir);
+    auto u = read_unsettled_locked("the changes salt-key made there are not applied");
     if (!u) {
-      fs::rename(file, file.string() + ".bad", ec);
-      spdlog::error("cannot read {}: {}; set aside as {}.bad (the changes salt-key made there are not applied)",
-                    file.string(), u.error().message(), file.string());
       unsettled_saved_ = {};  // the next save writes this master's state again
       return;
     }
-    std::lock_guard lk(sync_mu_);
-    for (const auto& id : u->accepted)
-      if (!accepted_at_.contains(id) && keys_.exists(key_state::accepted, id)) {
-        accepted_at_[id] = sync_seq_;
-        added["accept"].push_back(id);
-      }
-    for (const auto& [id, r] : u->revoked)
-      if (!revoked_here_.contains(id) && !keys_.exists(key_state::accepted, id)) {
-        revoked_here_[id] = revoke_here{r.act, sync_seq_, r.rotate};
-        added[r.act].push_back(id);
-      }
+    added = adopt_unsettled(*u);
     unsettled_saved_ = std::move(*u);
   }
+  added.erase("pend");  // salt-key writes none; a master's own are in memory already
   for (const auto& [act, ids] : added) {
     // salt-key could not reach this master: its sessions and cached keys end now.
     local_key_effects(act, ids);

@@ -25,6 +25,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -169,6 +170,12 @@ class key_service {
   void load_unsettled();
   void save_unsettled();
   void pick_up_unsettled();
+  // The file, or nullopt when it cannot be read: then set aside as .bad and logged with
+  // `lost` (caller holds unsettled_mu_; a missing file is empty).
+  std::optional<cluster::unsettled_keys> read_unsettled_locked(std::string_view lost);
+  // Take the file's entries that still match the key files and are not known yet; act ->
+  // the ids taken (accept, reject, delete, pend).
+  std::map<std::string, std::vector<std::string>> adopt_unsettled(const cluster::unsettled_keys& u);
 
   const config::master_config& cfg_;
   master_links& links_;

@@ -173,13 +173,11 @@ def test_joiner_with_a_local_cluster_pki_dir_mirrors_keys_and_aes(env, cluster):
              "every minion again after the rotation")
 
 
-def test_local_copy_settles_missed_deletes_and_tells_the_share_its_accepts(env, cluster):
-    """A minion key pending on a local-copy master is pending on the share too; a local
-    copy that was down while a key was deleted on the share removes its copy when it is
-    back (a complete key snapshot from a member on the share settles it); a key it
-    auto-accepts itself reaches the share, so a job from a member reaches that minion."""
+def local_copy_with_minions(env, cluster, names):
+    """The load balancer up, minions `names` accepted on the share (through cm1), then cm4
+    joined with a local cluster_pki_dir holding copies of their keys: (cm1, cm4, its
+    cluster_pki_dir)."""
     cluster.start_lb()
-    names = ["lr1", "lr2"]
     for n in names:
         cluster.minion(n, acceptance_wait_time=1, random_reauth_delay=1).start()
     cm1 = cluster.masters[0]
@@ -190,6 +188,15 @@ def test_local_copy_settles_missed_deletes_and_tells_the_share_its_accepts(env, 
     j.wait_ready()
     cpki = j.root / "cpki"
     wait_for(lambda: {p.name for p in (cpki / "minions").iterdir()} >= set(names), 30, "keys copied to cm4")
+    return cm1, j, cpki
+
+
+def test_local_copy_settles_missed_deletes_and_tells_the_share_its_accepts(env, cluster):
+    """A minion key pending on a local-copy master is pending on the share too; a local
+    copy that was down while a key was deleted on the share removes its copy when it is
+    back (a complete key snapshot from a member on the share settles it); a key it
+    auto-accepts itself reaches the share, so a job from a member reaches that minion."""
+    cm1, j, cpki = local_copy_with_minions(env, cluster, ["lr1", "lr2"])
     # A minion signing in to cm4 alone goes pending there and on the share: salt-key on
     # cm1 lists it and accepts it, and the accept reaches cm4 with the key.
     lp = env.minion("lp1", j, acceptance_wait_time=1, random_reauth_delay=1)
@@ -237,19 +244,8 @@ def test_local_copy_keeps_salt_key_changes_made_while_it_is_down(env, cluster):
     kept in cluster_pki_dir/.sylvite-unsettled-keys, and the master tells the share when it
     is back. Without that file its first answer from the share would remove the accept and
     bring the deleted key back."""
-    cluster.start_lb()
-    names = ["kd1", "kd2"]
-    for n in names:
-        cluster.minion(n, acceptance_wait_time=1, random_reauth_delay=1).start()
-    cm1 = cluster.masters[0]
-    wait_for(lambda: set(names) <= set(cm1.keys().get("minions_pre", [])), 60, "keys pending")
-    assert cm1.salt_key("-A", "-y").returncode == 0
-    j = make_joiner(env, cluster)
-    j.start()
-    j.wait_ready()
-    cpki = j.root / "cpki"
+    cm1, j, cpki = local_copy_with_minions(env, cluster, ["kd1", "kd2"])
     share = cluster.shared / "pki"
-    wait_for(lambda: {p.name for p in (cpki / "minions").iterdir()} >= set(names), 30, "keys copied to cm4")
     kp = env.minion("kp1", j, acceptance_wait_time=1, random_reauth_delay=1)
     kp.start()
     wait_for(lambda: (share / "minions_pre" / "kp1").exists(), 60, "kp1 pending on cm4 and the share")

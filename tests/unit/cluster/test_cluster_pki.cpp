@@ -12,22 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cluster_test_util.hpp"
 #include "cluster/cluster_pki.hpp"
 #include "core/util/files.hpp"
 
 namespace fs = std::filesystem;
+using sylvite::test::tmpdir;
 using namespace sylvite;
 
 namespace {
-struct tmpdir {
-  fs::path p;
-  tmpdir() {
-    char tpl[] = "/tmp/sylvite-cl-XXXXXX";
-    p = ::mkdtemp(tpl);
-  }
-  ~tmpdir() { fs::remove_all(p); }
-};
-
 // fcntl locks exclude processes (masters), not threads of one process: run `rotate` in
 // four forked processes at once. How many rotated; -1 if one failed or did not exit.
 template <class F>

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "cluster_test_util.hpp"
 #include "cluster/join.hpp"
 #include "cluster/peer_protocol.hpp"
 #include "core/crypto/crypticle.hpp"
@@ -15,17 +16,9 @@
 using namespace sylvite;
 using wire::value;
 namespace fs = std::filesystem;
+using sylvite::test::tmpdir;
 
 namespace {
-struct tmpdir {
-  fs::path p;
-  tmpdir() {
-    char tpl[] = "/tmp/sylvite-join-XXXXXX";
-    p = ::mkdtemp(tpl);
-  }
-  ~tmpdir() { fs::remove_all(p); }
-};
-
 crypto::rsa_key& key(int i) {
   static crypto::rsa_key k[4] = {crypto::rsa_key::generate(1024).value(), crypto::rsa_key::generate(1024).value(),
                                  crypto::rsa_key::generate(1024).value(), crypto::rsa_key::generate(1024).value()};

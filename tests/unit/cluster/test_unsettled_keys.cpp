@@ -14,23 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "cluster_test_util.hpp"
 #include "core/util/files.hpp"
 
 namespace fs = std::filesystem;
+using sylvite::test::tmpdir;
 using namespace sylvite;
 using cluster::unsettled_keys;
 using rv = unsettled_keys::revoke;
 
-namespace {
-struct tmpdir {
-  fs::path p;
-  tmpdir() {
-    char tpl[] = "/tmp/sylvite-uk-XXXXXX";
-    p = ::mkdtemp(tpl);
-  }
-  ~tmpdir() { fs::remove_all(p); }
-};
-}  // namespace
 
 TEST(UnsettledKeys, RoundTripAndRemovalWhenEmpty) {
   tmpdir d;
